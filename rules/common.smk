@@ -19,6 +19,8 @@ SEEDS = [int(s) for s in config["seeds"]]
 TABLE = config["report"]["main_table"]
 # Evaluation settings split by the stage that uses them, so a grader change reruns grading only.
 GENERATION_KEYS = (
+    "backend",
+    "vllm",
     "samples_per_problem",
     "temperature",
     "top_p",
@@ -27,7 +29,9 @@ GENERATION_KEYS = (
     "shard_size",
 )
 GRADING_KEYS = ("grading_workers", "grading_timeout_s")
-GENERATION = {key: config["evaluation"][key] for key in GENERATION_KEYS}
+GENERATION = {key: config["evaluation"].get(key) for key in GENERATION_KEYS}
+if GENERATION["backend"] != "vllm":
+    GENERATION.pop("vllm")  # vLLM settings do not change what HF generate samples
 GRADING = {key: config["evaluation"][key] for key in GRADING_KEYS}
 
 
@@ -52,6 +56,47 @@ def run_dir(method, scale, seed):
 
 def steps_for_scale(scale):
     return checkpoint_steps(config["scales"][scale]["train"])
+
+
+SYNTHETIC_BENCHMARKS = [
+    b for b in BENCHMARKS if config["benchmarks"][b]["dataset"] is None
+]
+
+
+def synthetic_data_params():
+    """What the synthetic data depends on (not the labels or the real datasets' specs)."""
+    return {key: config["data"][key] for key in ("seed", "n_train")}
+
+
+def synthetic_benchmark_specs():
+    return {
+        b: {
+            "task": config["benchmarks"][b]["task"],
+            "n_problems": config["benchmarks"][b]["n_problems"],
+        }
+        for b in SYNTHETIC_BENCHMARKS
+    }
+
+
+def local_dataset_file(spec):
+    """A real dataset's local file as a rule input (so Snakemake tracks it), or none for the hub."""
+    return {"source": spec["path"]} if "path" in spec else {}
+
+
+def training_set_source(wildcards):
+    spec = config["data"]["training_set"]
+    if spec is None:
+        return {"source": f"{RESULTS}/data/synthetic/train.parquet"}
+    return local_dataset_file(spec)
+
+
+def benchmark_source(wildcards):
+    spec = config["benchmarks"][wildcards.bench]["dataset"]
+    if spec is None:
+        return {
+            "source": f"{RESULTS}/data/synthetic/benchmarks/{wildcards.bench}.parquet"
+        }
+    return local_dataset_file(spec)
 
 
 def benchmark_files():

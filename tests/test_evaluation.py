@@ -75,17 +75,17 @@ def tiny_policy():
 
 def _generate(policy, shard_dir, temperature=1.0):
     from dashrepro.evaluation import generate_samples
-    from dashrepro.generation import SamplingSettings
+    from dashrepro.generation import ModelSampler, SamplingSettings
 
     model, tokenizer, benches = policy
     return generate_samples(
-        model, tokenizer, benches, k=2, sampling=SamplingSettings(temperature=temperature, max_new_tokens=8),
+        ModelSampler(model, tokenizer), benches, k=2, sampling=SamplingSettings(temperature=temperature, max_new_tokens=8),
         seed=5, checkpoint="c", shard_size=2, shard_dir=shard_dir,
     )  # fmt: skip
 
 
 def test_killed_generation_resumes_only_missing_shards(tiny_policy, tmp_path, monkeypatch):
-    import dashrepro.evaluation as evaluation
+    import dashrepro.generation as generation
 
     full = _generate(tiny_policy, tmp_path)
     shards = sorted(tmp_path.glob("shard-*.parquet"))
@@ -94,9 +94,9 @@ def test_killed_generation_resumes_only_missing_shards(tiny_policy, tmp_path, mo
     shards[2].unlink()  # as if the job died while generating shard 3
 
     calls = []
-    real = evaluation.sample_responses
+    real = generation.sample_responses
     monkeypatch.setattr(
-        evaluation, "sample_responses", lambda *a, **kw: calls.append(1) or real(*a, **kw)
+        generation, "sample_responses", lambda *a, **kw: calls.append(1) or real(*a, **kw)
     )
     resumed = _generate(tiny_policy, tmp_path)
     assert len(calls) == 1
@@ -106,13 +106,13 @@ def test_killed_generation_resumes_only_missing_shards(tiny_policy, tmp_path, mo
 
 
 def test_changed_settings_do_not_reuse_shards(tiny_policy, tmp_path, monkeypatch):
-    import dashrepro.evaluation as evaluation
+    import dashrepro.generation as generation
 
     _generate(tiny_policy, tmp_path)
     calls = []
-    real = evaluation.sample_responses
+    real = generation.sample_responses
     monkeypatch.setattr(
-        evaluation, "sample_responses", lambda *a, **kw: calls.append(1) or real(*a, **kw)
+        generation, "sample_responses", lambda *a, **kw: calls.append(1) or real(*a, **kw)
     )
     _generate(tiny_policy, tmp_path, temperature=0.7)
     assert len(calls) == 4

@@ -709,3 +709,348 @@ def test_chunked_peak_memory_is_a_quarter_of_naive_or_less():
     grad_kib = 512 * 32768 * 4 / 1024  # the gradient w.r.t. the logits, needed by any path
     assert peaks["naive"] > 3 * grad_kib  # sanity: the naive path materialises [T, V] tensors
     assert peaks["chunked"] * 4 <= peaks["naive"], peaks
+
+
+# ----------------------------------------------------------------------------------------------
+# AVSD (METHODS.md "Baselines"; duykhuongnguyen/AVSD src/avsd/common/multiview_distill.py)
+# ----------------------------------------------------------------------------------------------
+
+
+def _avsd_reference(student, views, labels):
+    """Literal transcription of duykhuongnguyen/AVSD ``build_uniform_sampled_tinker_target``
+    (mode="avsd", gate_mode="avsd") and ``sampled_token_tinker_loss_from_log_probs``, in the
+    reference's own layout: ``student`` [B, T], ``views`` [B, M, T], ``labels`` -100 = ignore."""
+    eps = 1e-8
+    num_views = views.shape[1]
+    log_q_g = views.mean(dim=1)
+    log_q_a = torch.logsumexp(views, dim=1) - math.log(num_views)
+    jensen_gap = (log_q_a - log_q_g).clamp_min(0.0)
+    delta = views - student.unsqueeze(1)
+    delta_mean = delta.mean(dim=1)
+    delta_abs_mean = delta.abs().mean(dim=1)
+    consensus_adv = delta_mean
+    avsd = consensus_adv.abs() / (delta_abs_mean + eps)
+    gate = avsd * consensus_adv.abs() / (consensus_adv.abs() + jensen_gap + eps)
+    target = log_q_g + gate * jensen_gap
+
+    label_mask = labels != -100
+    finite_mask = torch.isfinite(student) & torch.isfinite(target)
+    mask = label_mask & finite_mask
+    advantage = (target - student).detach()
+    loss = -(advantage[mask] * student[mask]).mean()
+    return target, {"gate": gate, "jensen_gap": jensen_gap, "avsd": avsd}, loss
+
+
+def _sampled_logprobs(V, B, T, seed, scale=2.0):
+    """Log-probs of one sampled token under V views and the student (log_softmax of random
+    logits over a small vocabulary, so values are realistic negative numbers)."""
+    g = _gen(seed)
+    logits = torch.randn(V + 1, B, T, 11, generator=g) * scale
+    lp = F.log_softmax(logits, -1)[..., 0]
+    return lp[:V], lp[V]
+
+
+@pytest.mark.parametrize("V", [1, 2, 3, 5])
+def test_avsd_matches_literal_reference_port(V):
+    mask = _mask([7, 4, 1], pad=2)
+    views, student = _sampled_logprobs(V, 3, mask.shape[1], seed=50 + V)
+    student.requires_grad_(True)
+    target, aux = obj.avsd_target_logprobs(views, student, mask)
+    loss = obj.avsd_token_loss(student, target, mask)
+
+    labels = torch.where(mask, 0, -100)
+    ref_student = student.detach().clone().requires_grad_(True)
+    ref_target, ref_aux, ref_loss = _avsd_reference(ref_student, views.permute(1, 0, 2), labels)
+    torch.testing.assert_close(target[mask], ref_target[mask].detach(), rtol=1e-6, atol=1e-6)
+    for key in ("gate", "jensen_gap", "avsd"):
+        torch.testing.assert_close(aux[key][mask], ref_aux[key][mask].detach(), rtol=1e-6,
+                                   atol=1e-6)  # fmt: skip
+    torch.testing.assert_close(loss, ref_loss, rtol=1e-6, atol=1e-7)
+    (g,) = torch.autograd.grad(loss, student)
+    (g_ref,) = torch.autograd.grad(ref_loss, ref_student)
+    torch.testing.assert_close(g, g_ref, rtol=1e-6, atol=1e-8)
+
+
+def test_avsd_all_views_agree_gives_the_common_logprob():
+    mask = _mask([5, 3], pad=1)
+    common = -torch.rand(mask.shape, generator=_gen(60)) * 4 - 0.1
+    views = common.expand(3, *common.shape).clone()
+    student = common - 0.5 * torch.rand(mask.shape, generator=_gen(61)) - 0.2  # student != views
+    target, aux = obj.avsd_target_logprobs(views, student, mask)
+    assert torch.all(aux["jensen_gap"][mask] < 1e-6)  # J = 0 up to logsumexp rounding
+    torch.testing.assert_close(target[mask], common[mask], rtol=0, atol=1e-6)
+    # All d_v equal: |mean d| / mean |d| = 1, and |mean d| / (|mean d| + 0) = 1.
+    torch.testing.assert_close(aux["avsd"][mask], torch.ones(int(mask.sum())), atol=1e-6,
+                               rtol=0)  # fmt: skip
+    torch.testing.assert_close(aux["gate"][mask], torch.ones(int(mask.sum())), atol=1e-5, rtol=0)
+    # Student equal to every view: 0/0 in both gate factors, made safe by eps -> gate 0.
+    target0, aux0 = obj.avsd_target_logprobs(views, common, mask)
+    assert torch.all(aux0["gate"] == 0)
+    torch.testing.assert_close(target0[mask], common[mask], rtol=0, atol=1e-6)
+
+
+def test_avsd_single_view_target_is_that_view():
+    mask = _mask([6, 2])
+    views, student = _sampled_logprobs(1, 2, 6, seed=62)
+    target, aux = obj.avsd_target_logprobs(views, student, mask)
+    assert torch.all(aux["jensen_gap"][mask] < 1e-6)
+    torch.testing.assert_close(target[mask], views[0][mask], rtol=0, atol=1e-6)
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10_000), V=st.integers(2, 6), scale=st.floats(0.1, 8.0))
+def test_avsd_target_lies_between_geometric_and_arithmetic_consensus(seed, V, scale):
+    # 0 <= g <= 1 and J = log q_a - log q_g >= 0 (AM-GM), so log q_g <= target <= log q_a, and
+    # min_v log p_v <= log q_g, log q_a <= max_v log p_v.
+    mask = _mask([9, 5, 1])
+    views, student = _sampled_logprobs(V, 3, 9, seed=seed, scale=scale)
+    target, aux = obj.avsd_target_logprobs(views, student, mask)
+    tol = 1e-5
+    assert torch.all((aux["gate"][mask] >= 0) & (aux["gate"][mask] <= 1))
+    assert torch.all(aux["jensen_gap"][mask] >= 0)
+    assert torch.all(target[mask] >= aux["log_q_g"][mask] - tol)
+    assert torch.all(target[mask] <= aux["log_q_a"][mask] + tol)
+    assert torch.all(target[mask] >= views.min(0).values[mask] - tol)
+    assert torch.all(target[mask] <= views.max(0).values[mask] + tol)
+
+
+def test_avsd_gradient_flows_only_through_student_logprobs():
+    mask = _mask([6, 3], pad=1)
+    views, student = _sampled_logprobs(3, 2, mask.shape[1], seed=63)
+    views.requires_grad_(True)
+    student.requires_grad_(True)
+    target, aux = obj.avsd_target_logprobs(views, student, mask)
+    assert not target.requires_grad and not any(v.requires_grad for v in aux.values())
+    loss = obj.avsd_token_loss(student, target, mask)
+    g_views, g_student = torch.autograd.grad(loss, [views, student], allow_unused=True)
+    assert g_views is None
+    # The target depends on log pS through the gate, but only sg[target - log pS] multiplies
+    # log pS: d loss / d log pS = -(target - log pS) / N over the N real tokens (global mean).
+    expected = torch.where(mask, -(target - student.detach()) / mask.sum(), 0.0)
+    torch.testing.assert_close(g_student, expected, rtol=1e-6, atol=1e-8)
+
+
+def test_avsd_padding_and_nonfinite_tokens_are_invisible():
+    mask = _mask([5, 3])
+    views, student = _sampled_logprobs(3, 2, 5, seed=64)
+    student.requires_grad_(True)
+    target, aux = obj.avsd_target_logprobs(views, student, mask)
+    loss = obj.avsd_token_loss(student, target, mask)
+    P = 3
+    nan = torch.full((1, 1), float("nan"))
+    mp = _pad(mask, P, torch.zeros(1, 1, dtype=torch.bool))
+    vp = torch.stack([_pad(v, P, nan) for v in views])
+    sp = _pad(student.detach(), P, nan).requires_grad_(True)
+    tp, auxp = obj.avsd_target_logprobs(vp, sp, mp)
+    assert torch.equal(tp[:, :5], target) and torch.all(tp[:, 5:] == 0)
+    assert all(torch.equal(auxp[k][:, :5], aux[k]) for k in aux)
+    lossp = obj.avsd_token_loss(sp, tp, mp)
+    torch.testing.assert_close(lossp, loss, rtol=1e-6, atol=1e-7)
+    (g,) = torch.autograd.grad(loss, student)
+    (gp,) = torch.autograd.grad(lossp, sp)
+    torch.testing.assert_close(gp[:, :5], g, rtol=1e-6, atol=1e-8)
+    assert torch.all(gp[:, 5:] == 0)
+    # As in the reference, a real token with a non-finite target is left out of the mean.
+    bad = target.clone()
+    bad[0, 1] = float("-inf")
+    keep = mask.clone()
+    keep[0, 1] = False
+    torch.testing.assert_close(obj.avsd_token_loss(student, bad, mask),
+                               obj.avsd_token_loss(student, target, keep))  # fmt: skip
+    # No usable token: 0, still differentiable.
+    empty = obj.avsd_token_loss(student, target, torch.zeros_like(mask))
+    assert empty.item() == 0.0 and empty.requires_grad
+
+
+def test_avsd_argument_validation():
+    views, student = _sampled_logprobs(3, 2, 4, seed=65)
+    mask = _mask([4, 2])
+    with pytest.raises(ValueError):
+        obj.avsd_target_logprobs(views[0], student, mask)
+    with pytest.raises(ValueError):
+        obj.avsd_target_logprobs(views[:, :, :3], student, mask)
+    with pytest.raises(ValueError):
+        obj.avsd_target_logprobs(views, student, mask, eps=0.0)
+    with pytest.raises(ValueError):
+        obj.avsd_token_loss(student, student[:, :3], mask)
+
+
+# ----------------------------------------------------------------------------------------------
+# GRPO hybrid (appendix "Compatibility with Outcome-Level RL"; TRL trl/trainer/grpo_trainer.py)
+# ----------------------------------------------------------------------------------------------
+
+
+def test_group_advantages_pinned_example_uses_unbiased_std():
+    # One correct rollout out of K = 4: mean 0.25; unbiased std sqrt((0.75^2 + 3 0.25^2) / 3)
+    # = 0.5 (TRL: rewards.view(-1, K).std(dim=1)); the biased std would be sqrt(0.1875).
+    r = torch.tensor([[1.0, 0.0, 0.0, 0.0]])
+    adv = obj.group_advantages(r)
+    expected = torch.tensor([[0.75, -0.25, -0.25, -0.25]]) / (0.5 + 1e-4)
+    torch.testing.assert_close(adv, expected)
+    torch.testing.assert_close(obj.group_advantages(r, scale="std"), adv)
+    torch.testing.assert_close(obj.group_advantages(r, scale="none"), r - 0.25)
+
+
+@SETTINGS
+@given(seed=st.integers(0, 10_000), G=st.integers(1, 5), K=st.integers(2, 9))
+def test_group_advantages_are_zero_mean_unit_std_per_group(seed, G, K):
+    r = torch.randint(0, 2, (G, K), generator=_gen(seed)).float()
+    r[0] = 1.0  # one group with equal rewards
+    adv = obj.group_advantages(r)
+    assert torch.all(adv[0] == 0)
+    torch.testing.assert_close(adv.sum(1), torch.zeros(G), atol=1e-5, rtol=0)
+    spread = r.std(1) > 0
+    if spread.any():
+        std = obj.group_advantages(r, eps=0.0)[spread].std(1)
+        torch.testing.assert_close(std, torch.ones_like(std))
+
+
+def test_group_advantages_degenerate_and_batch_scale():
+    assert torch.all(obj.group_advantages(torch.tensor([[1.0], [0.0]])) == 0)  # K = 1
+    assert torch.all(obj.group_advantages(torch.full((3, 4), 0.7)) == 0)
+    r = torch.tensor([[1.0, 0.0], [1.0, 1.0], [0.0, 0.0]])
+    adv = obj.group_advantages(r, scale="batch")
+    torch.testing.assert_close(adv, (r - r.mean(1, keepdim=True)) / (r.std() + 1e-4))
+    for bad in (dict(scale="rank"), dict(eps=-1.0)):
+        with pytest.raises(ValueError):
+            obj.group_advantages(r, **bad)
+    with pytest.raises(ValueError):
+        obj.group_advantages(torch.tensor([[1.0, float("nan")]]))
+
+
+def _gae_reference(a, mask, discount):
+    """Literal per-row loop: A_T = a_T, A_t = a_t + discount A_{t+1} over the real tokens."""
+    out = torch.zeros_like(a, dtype=torch.float64)
+    for b in range(a.shape[0]):
+        idx = mask[b].nonzero().flatten().tolist()
+        nxt = 0.0
+        for t in reversed(idx):
+            nxt = float(a[b, t]) + discount * nxt
+            out[b, t] = nxt
+    return out.float()
+
+
+@SETTINGS
+@given(lengths=lengths_st, pad=st.integers(0, 3), seed=st.integers(0, 10_000),
+       gamma=st.floats(0.0, 1.0), lam=st.floats(0.0, 1.0))  # fmt: skip
+def test_discounted_token_advantages_match_backward_recursion(lengths, pad, seed, gamma, lam):
+    mask = _mask(lengths, pad)
+    a = torch.randn(mask.shape, generator=_gen(seed))
+    out = obj.discounted_token_advantages(a, mask, gamma, lam)
+    torch.testing.assert_close(out, _gae_reference(a, mask, gamma * lam), rtol=1e-5, atol=1e-5)
+    assert torch.all(out[~mask] == 0)
+    # Only the product gamma * lambda matters.
+    torch.testing.assert_close(out, obj.discounted_token_advantages(a, mask, gamma * lam, 1.0),
+                               rtol=1e-6, atol=1e-6)  # fmt: skip
+
+
+def test_discounted_token_advantages_zero_discount_is_identity():
+    mask = _mask([5, 2, 4], pad=1)
+    a = torch.randn(mask.shape, generator=_gen(70))
+    out = obj.discounted_token_advantages(a, mask, gamma=0.0, lam=0.0)
+    assert torch.equal(out, torch.where(mask, a, 0.0))
+
+
+@pytest.mark.parametrize("gamma,lam", [(0.95, 0.95), (0.5, 0.9), (1.0, 1.0)])
+def test_discounted_token_advantages_constant_closed_form(gamma, lam):
+    lengths = [12, 5, 1]
+    mask = _mask(lengths, pad=2)
+    a = torch.tensor([0.7, -1.3, 2.0])[:, None].expand(mask.shape)
+    out = obj.discounted_token_advantages(a, mask, gamma, lam)
+    gl = gamma * lam
+    for b, T in enumerate(lengths):
+        n = torch.arange(T, 0, -1, dtype=torch.float64)  # tokens from t to the end
+        closed = n if gl == 1.0 else (1 - gl**n) / (1 - gl)
+        torch.testing.assert_close(out[b, :T], (a[b, 0] * closed).float(), rtol=1e-5, atol=1e-6)
+    # A terminal-only advantage gives the critic-free trace (gamma lambda)^(T - t) a.
+    term = torch.zeros(mask.shape)
+    for b, T in enumerate(lengths):
+        term[b, T - 1] = a[b, 0]
+    out = obj.discounted_token_advantages(term, mask, gamma, lam)
+    for b, T in enumerate(lengths):
+        pw = torch.arange(T - 1, -1, -1, dtype=torch.float64)
+        torch.testing.assert_close(out[b, :T], (a[b, 0] * gl**pw).float(), rtol=1e-5, atol=1e-7)
+
+
+def test_discounted_token_advantages_padding_invariance():
+    mask = _mask([6, 2, 4])
+    a = torch.randn(mask.shape, generator=_gen(71))
+    base = obj.discounted_token_advantages(a, mask)
+    nan = torch.full((1, 1), float("nan"))
+    no = torch.zeros(1, 1, dtype=torch.bool)
+    right = obj.discounted_token_advantages(_pad(a, 3, nan), _pad(mask, 3, no))
+    assert torch.equal(right[:, :6], base) and torch.all(right[:, 6:] == 0)
+    # Left padding: the recursion starts at each row's last real token wherever the run sits.
+    left_a = torch.cat([torch.full((3, 2), float("nan")), a], 1)
+    left_m = torch.cat([torch.zeros(3, 2, dtype=torch.bool), mask], 1)
+    left = obj.discounted_token_advantages(left_a, left_m)
+    assert torch.equal(left[:, 2:], base) and torch.all(left[:, :2] == 0)
+    holes = mask.clone()
+    holes[0, 2] = False
+    with pytest.raises(ValueError):
+        obj.discounted_token_advantages(a, holes)
+    with pytest.raises(ValueError):
+        obj.discounted_token_advantages(a, mask, gamma=1.5)
+
+
+def test_grpo_token_loss_value_and_gradient():
+    lengths = [5, 2, 4, 0]
+    mask = _mask(lengths, pad=1)
+    g = _gen(72)
+    lp = (-torch.rand(mask.shape, generator=g) * 3).requires_grad_(True)
+    A = torch.randn(mask.shape, generator=g)
+    loss = obj.grpo_token_loss(lp, A, mask)
+    n_valid = sum(1 for n in lengths if n > 0)
+    expected = sum(-(A[b, :n] * lp[b, :n]).sum() / n for b, n in enumerate(lengths) if n) / n_valid
+    torch.testing.assert_close(loss, expected)
+    (grad,) = torch.autograd.grad(loss, lp)
+    length = mask.sum(1, keepdim=True).clamp(min=1).float()
+    torch.testing.assert_close(grad, torch.where(mask, -A / (length * n_valid), 0.0))
+    # Same gradient as TRL's PPO-clipped form at ratio 1 (num_iterations = 1, beta = 0).
+    ratio = torch.exp(lp - lp.detach())
+    ppo = -torch.min(ratio * A, ratio.clamp(0.8, 1.2) * A)
+    ppo_loss = ((ppo * mask).sum(-1) / mask.sum(-1).clamp(min=1))[:n_valid].mean()
+    (grad_ppo,) = torch.autograd.grad(ppo_loss, lp)
+    torch.testing.assert_close(grad, grad_ppo)
+    # A [B] sequence advantage broadcasts to every token.
+    seq = torch.tensor([1.0, -2.0, 0.5, 3.0])
+    broadcast = obj.grpo_token_loss(lp, seq[:, None].expand(mask.shape), mask)
+    torch.testing.assert_close(obj.grpo_token_loss(lp, seq, mask), broadcast)
+    with pytest.raises(ValueError):
+        obj.grpo_token_loss(lp, A[:, :2], mask)
+
+
+def test_grpo_token_loss_padding_invariance():
+    mask = _mask([5, 2])
+    g = _gen(73)
+    lp = (-torch.rand(mask.shape, generator=g) * 3).requires_grad_(True)
+    A = torch.randn(mask.shape, generator=g)
+    base = obj.grpo_token_loss(lp, A, mask)
+    nan = torch.full((1, 1), float("nan"))
+    lpp = _pad(lp.detach(), 4, nan).requires_grad_(True)
+    padded = obj.grpo_token_loss(lpp, _pad(A, 4, nan),
+                                 _pad(mask, 4, torch.zeros(1, 1, dtype=torch.bool)))  # fmt: skip
+    torch.testing.assert_close(padded, base)
+    (gb,) = torch.autograd.grad(base, lp)
+    (gp,) = torch.autograd.grad(padded, lpp)
+    assert torch.equal(gp[:, :5], gb) and torch.all(gp[:, 5:] == 0)
+
+
+def test_hybrid_loss_pipeline():
+    """DASH + eta GRPO on one prompt group: the pieces compose and eta weighs the GRPO term."""
+    mask = _mask([6, 4, 5, 3])
+    g = _gen(74)
+    r = torch.randn(mask.shape, generator=g).requires_grad_(True)
+    lp = (-torch.rand(mask.shape, generator=g) * 3).requires_grad_(True)
+    dash = obj.aggregate("dash", r, mask).loss
+    adv = obj.group_advantages(torch.tensor([[1.0, 0.0, 0.0, 1.0]]))[0]
+    token_adv = obj.discounted_token_advantages(adv[:, None].expand(mask.shape), mask)
+    grpo = obj.grpo_token_loss(lp, token_adv, mask)
+    total = obj.hybrid_loss(dash, grpo, eta=0.3)
+    torch.testing.assert_close(total, dash + 0.3 * grpo)
+    g_r, g_lp = torch.autograd.grad(total, [r, lp], retain_graph=True)
+    torch.testing.assert_close(g_r, torch.autograd.grad(dash, r, retain_graph=True)[0])
+    torch.testing.assert_close(g_lp, 0.3 * torch.autograd.grad(grpo, lp, retain_graph=True)[0])
+    torch.testing.assert_close(obj.hybrid_loss(dash, grpo, eta=0.0), dash)
+    with pytest.raises(ValueError):
+        obj.hybrid_loss(dash, grpo, eta=float("nan"))

@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import traceback
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src"
@@ -25,6 +26,16 @@ def setup(snakemake, threads: int | None = None) -> logging.Logger:
     for handler in (logging.FileHandler(log_path, mode="w"), logging.StreamHandler(sys.stderr)):
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
         logger.addHandler(handler)
+
+    def log_uncaught(exc_type, exc, tb):
+        # A failing rule leaves its reason in its own log file, not only in Snakemake's output.
+        logger.error(
+            "rule %s failed:\n%s",
+            snakemake.rule,
+            "".join(traceback.format_exception(exc_type, exc, tb)).rstrip(),
+        )
+
+    sys.excepthook = log_uncaught
     n_threads = threads or snakemake.threads
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     import torch

@@ -11,7 +11,14 @@ from _bootstrap import setup
 
 def main(snakemake) -> None:
     log = setup(snakemake)
-    from dashrepro.evaluation import generate_policy_responses, grade_and_summarize
+    import pandas as pd
+
+    from dashrepro.evaluation import (
+        SAMPLE_COLUMNS,
+        generate_policy_responses,
+        grade_and_summarize,
+        has_reference_solutions,
+    )
     from dashrepro.io import write_json, write_parquet
     from dashrepro.prompts import TeacherProtocol
     from dashrepro.provenance import write_provenance
@@ -20,22 +27,33 @@ def main(snakemake) -> None:
     bench_files = dict(zip(snakemake.params.benchmarks, snakemake.input.benchmarks, strict=True))
     protocol = TeacherProtocol.from_config(snakemake.params.protocol)
     record = {"scale": snakemake.wildcards.scale}
+    # The teacher needs a reference solution in its prompt. Real benchmarks ship answers only, so
+    # the teacher is measured on the benchmarks that have solutions (the synthetic ones).
+    with_solutions = [
+        name for name, path in bench_files.items() if has_reference_solutions(pd.read_parquet(path))
+    ]
+    record["teacher_benchmarks"] = with_solutions
     for role, out in (
         ("student", snakemake.output.student_samples),
         ("teacher", snakemake.output.teacher_samples),
     ):
+        names = snakemake.params.benchmarks if role == "student" else with_solutions
+        if not names:
+            log.info("%s: no benchmark has reference solutions; not evaluated", role)
+            write_parquet(out, pd.DataFrame(columns=SAMPLE_COLUMNS))
+            write_provenance(out, "evaluate_base_model", params={"prompt_role": role})
+            record[role] = None
+            continue
         responses = generate_policy_responses(
             base_model_dir=base_dir,
             adapter_dir=None,
-            benchmark_files=bench_files,
+            benchmark_files={name: bench_files[name] for name in names},
             generation=snakemake.params.generation,
             checkpoint="base",
             prompt_role=role,
             protocol=protocol,
         )
-        samples, summary = grade_and_summarize(
-            responses, snakemake.params.benchmarks, snakemake.params.grading
-        )
+        samples, summary = grade_and_summarize(responses, names, snakemake.params.grading)
         write_parquet(out, samples)
         write_provenance(
             out,
@@ -54,9 +72,14 @@ def main(snakemake) -> None:
             summary["mean_over_benchmarks"],
             {b: round(v["avg_at_k"], 2) for b, v in summary["benchmarks"].items()},
         )
-    record["teacher_minus_student"] = (
-        record["teacher"]["mean_over_benchmarks"] - record["student"]["mean_over_benchmarks"]
-    )
+    if record["teacher"] is not None:
+        # Over the benchmarks both were measured on.
+        student_means = [
+            record["student"]["benchmarks"][name]["avg_at_k"] for name in with_solutions
+        ]
+        record["teacher_minus_student"] = record["teacher"]["mean_over_benchmarks"] - sum(
+            student_means
+        ) / len(student_means)
     write_json(snakemake.output.accuracy, record)
     write_provenance(
         snakemake.output.accuracy,

@@ -1,4 +1,7 @@
-"""Rule make_synthetic_data: the embedded default's training set and benchmarks."""
+"""Rule make_synthetic_data: the embedded default's training set and synthetic benchmarks.
+
+The training set excludes every problem of the synthetic benchmarks, so none is trained on.
+"""
 
 from pathlib import Path
 

@@ -73,6 +73,21 @@ def check_semantics(config: Mapping) -> list[str]:
                     f"methods.{name}.params.{key}: does not apply to aggregation "
                     f"{aggregation!r} (it takes {sorted(allowed) or 'no params'})"
                 )
+    for name, bench in config["benchmarks"].items():
+        if bench["dataset"] is None and "task" not in bench:
+            problems.append(
+                f"benchmarks.{name}: needs a `task` (its synthetic stand-in) when `dataset` is null"
+            )
+        if bench["dataset"] is not None and bench["dataset"]["layout"] == "opsd_train":
+            problems.append(
+                f"benchmarks.{name}.dataset.layout: 'opsd_train' is the training-set layout"
+            )
+    training_set = config["data"]["training_set"]
+    if training_set is not None and training_set["layout"] != "opsd_train":
+        problems.append(
+            f"data.training_set.layout: {training_set['layout']!r} is a benchmark layout; "
+            "the training set needs problems with reference solutions ('opsd_train')"
+        )
     table = config["report"]["main_table"]
     if table["scale"] not in config["scales"]:
         problems.append(f"report.main_table.scale: unknown scale {table['scale']!r}")

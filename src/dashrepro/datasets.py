@@ -717,6 +717,61 @@ def load_training_set(
     return frame, report
 
 
+def prepare_dataset(
+    spec: Mapping | None,
+    *,
+    source_file: str | Path | None = None,
+    training: bool = False,
+    expected_size: int | None = None,
+    name: str | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """One workflow dataset, checked, with a JSON-ready report (what the data rules call).
+
+    ``spec`` None means the synthetic data in ``source_file`` (made by ``synthetic_data``; it
+    keeps its ``task`` column). Otherwise ``spec`` is a config ``dataset`` entry, loaded by
+    ``load_training_set`` or ``load_benchmark``; ``expected_size`` is a benchmark's exact size.
+    """
+    what = f"benchmark {name}" if name else ("training set" if training else "benchmark")
+    if spec is None:
+        if source_file is None:
+            raise DataError(f"{what}: synthetic data needs its source file")
+        frame = pd.read_parquet(source_file)
+        missing = [c for c in COLUMNS if c not in frame.columns]
+        if missing:
+            raise DataError(f"{source_file}: missing column(s) {missing}")
+        if expected_size is not None and len(frame) != expected_size:
+            raise DataError(
+                f"{what} ({source_file}): expected {expected_size} problems, got {len(frame)}"
+            )
+        if frame["id"].duplicated().any():
+            raise DataError(
+                f"{source_file}: duplicate ids {list(frame['id'][frame['id'].duplicated()][:5])}"
+            )
+        report: dict[str, Any] = {
+            "source": f"synthetic:{Path(source_file).name}",
+            "rows_read": len(frame),
+            "rows_kept": len(frame),
+            "dropped": {reason: [] for reason in REASONS},
+        }
+        report["summary"] = f"{report['source']}: {len(frame)} rows"
+        return frame, report
+    full = dict(spec)
+    if name is not None:
+        full.setdefault("name", name)
+    if training:
+        frame, data_report = load_training_set(full)
+    else:
+        full["expected_size"] = expected_size
+        frame, data_report = load_benchmark(full)
+    report = data_report.to_dict()
+    report["summary"] = data_report.summary()
+    if "path" in spec:
+        report["sha256"] = str(spec["sha256"]).lower()
+    else:
+        report["revision"] = spec["revision"]
+    return frame, report
+
+
 # --------------------------------------------------------------------------------------------
 # Command line
 # --------------------------------------------------------------------------------------------

@@ -27,9 +27,9 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer
+from transformers import AutoModelForCausalLM
 
-from dashrepro.generation import SamplingSettings, sample_responses
+from dashrepro.generation import SamplingSettings
 from dashrepro.grading import grade_batch
 from dashrepro.io import write_parquet
 from dashrepro.prompts import TeacherProtocol, render_student_prompt, render_teacher_prompt
@@ -66,10 +66,10 @@ def shard_seed(base_seed: int, shard_key: str) -> int:
 
 
 def generate_samples(
-    model,
-    tokenizer,
+    sampler,
     benchmarks: Mapping[str, pd.DataFrame],
     *,
+    adapter_dir: str | Path | None = None,
     k: int,
     sampling: SamplingSettings,
     seed: int,
@@ -81,6 +81,9 @@ def generate_samples(
     log=None,
 ) -> pd.DataFrame:
     """k sampled responses per problem of each benchmark, one row per sample, not yet graded.
+
+    ``sampler`` is a backend of ``vllm_backend`` (``HFSampler``, ``VLLMSampler``) or a
+    ``generation.ModelSampler``; ``adapter_dir`` is the checkpoint it samples (None: base model).
 
     Problems are generated in shards of ``shard_size`` problems (within one benchmark), each with
     its own seed derived from ``seed`` and the shard's problem ids (recorded per row). With a
@@ -103,6 +106,7 @@ def generate_samples(
         },
         sort_keys=True,
     )
+    tokenizer = sampler.tokenizer
     frames = []
     generation_seconds = 0.0
     for shard_index, (bench, rows) in enumerate(shards):
@@ -127,7 +131,7 @@ def generate_samples(
                 prompts.append(prompt)
                 meta.append((row.id, index, str(row.answer)))
         started = time.perf_counter()
-        samples = sample_responses(model, tokenizer, prompts, sampling, seed=this_seed)
+        samples = sampler.sample(prompts, sampling, this_seed, adapter_dir=adapter_dir)
         generation_seconds += time.perf_counter() - started
         shard = pd.DataFrame(
             [
@@ -136,7 +140,8 @@ def generate_samples(
                     "benchmark": bench,
                     "problem_id": pid,
                     "sample_index": index,
-                    "seed": this_seed,
+                    # vLLM: the request's own seed; HF generate: the shard's.
+                    "seed": this_seed if sample.seed is None else sample.seed,
                     "prompt_role": prompt_role,
                     "response": sample.text,
                     "n_tokens": len(sample.token_ids),
@@ -225,6 +230,14 @@ def summarize_samples(samples: pd.DataFrame, benchmark_order: list[str]) -> dict
     }
 
 
+def has_reference_solutions(benchmark: pd.DataFrame) -> bool:
+    """Whether every problem has a reference solution (the privileged teacher's context)."""
+    solutions = benchmark["reference_solution"]
+    return bool(len(solutions)) and bool(
+        solutions.map(lambda s: isinstance(s, str) and s.strip() != "").all()
+    )
+
+
 def generate_policy_responses(
     *,
     base_model_dir: str | Path,
@@ -241,8 +254,11 @@ def generate_policy_responses(
 
     The privileged teacher (``prompt_role="teacher"``) is the base model without the adapter.
     """
-    tokenizer = AutoTokenizer.from_pretrained(str(base_model_dir))
-    model = load_policy(base_model_dir, adapter_dir if prompt_role == "student" else None)
+    from dashrepro.vllm_backend import make_sampler
+
+    backend = generation.get("backend", "hf")
+    options = dict(generation.get("vllm") or {}) if backend == "vllm" else {}
+    sampler = make_sampler(backend, base_model=str(base_model_dir), **options)
     benchmarks = {name: pd.read_parquet(path) for name, path in benchmark_files.items()}
     sampling = SamplingSettings(
         temperature=generation["temperature"],
@@ -251,9 +267,10 @@ def generate_policy_responses(
         max_new_tokens=generation["max_new_tokens"],
     )
     return generate_samples(
-        model,
-        tokenizer,
+        sampler,
         benchmarks,
+        # The privileged teacher is the base model without the adapter.
+        adapter_dir=adapter_dir if prompt_role == "student" else None,
         k=generation["samples_per_problem"],
         sampling=sampling,
         seed=generation["seed"],

@@ -31,6 +31,7 @@ class Sample:
     token_ids: list[int]  # generated ids, EOS included when the model stopped by itself
     text: str  # decoded response, EOS and padding excluded
     finish_reason: str  # "stop" (EOS) or "length" (hit max_new_tokens)
+    seed: int | None = None  # the request's own seed where the backend has one (vLLM)
 
 
 def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -89,3 +90,30 @@ def sample_responses(
         torch.random.set_rng_state(generator_state)
         model.train(was_training)
     return samples
+
+
+class ModelSampler:
+    """An already loaded model behind the sampler interface of ``vllm_backend`` (tests, trainer).
+
+    HF ``generate`` draws from one torch generator per call, so every sample records the call's
+    seed (vLLM records one seed per request instead).
+    """
+
+    def __init__(self, model, tokenizer) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+
+    def sample(
+        self,
+        prompts: Sequence[str],
+        settings: SamplingSettings,
+        seed: int,
+        adapter_dir=None,
+        adapter_version: int | None = None,
+    ) -> list[Sample]:
+        if adapter_dir is not None:
+            raise ValueError("ModelSampler samples its loaded model; it takes no adapter_dir")
+        samples = sample_responses(self.model, self.tokenizer, prompts, settings, seed=seed)
+        for sample in samples:
+            sample.seed = seed
+        return samples

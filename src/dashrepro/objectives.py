@@ -34,9 +34,13 @@ training recipe uses one. Logits at real positions must be finite.
 
 Not in the paper, so stated here: Soft-OR is named in the paper without a formula and is
 implemented as the standard soft-OR ``1 - (1 - g_H)(1 - g_r)``; PW-OPSD and EOPD follow their
-public code (SaFo-Lab/PW-OPSD). Aggregations require each rollout's real tokens to be one
-contiguous run (right or left padding; holes raise ``ValueError``); rollouts with no real
-token are left out of the batch mean.
+public code (SaFo-Lab/PW-OPSD); AVSD follows duykhuongnguyen/AVSD
+``src/avsd/common/multiview_distill.py``; the GRPO term of the outcome-level hybrid (appendix
+``sec:outcome_optimization``) follows TRL's ``trl/trainer/grpo_trainer.py`` defaults, and its
+``gamma = lambda = 0.95`` aggregation, which the paper states without a formula, is the GAE-style
+backward recursion ``A_t = a_t + gamma lambda A_{t+1}``. Aggregations require each rollout's
+real tokens to be one contiguous run (right or left padding; holes raise ``ValueError``);
+rollouts with no real token are left out of the batch mean.
 
 Tests:      ``.venv/bin/pytest tests/test_objectives.py -q``  (CPU, well under a minute)
 Benchmark:  ``.venv/bin/python benchmarks/objectives.py --quick``
@@ -63,9 +67,15 @@ __all__ = [
     "coefficients_from_gates",
     "dash_coefficients",
     "divergence_summands",
+    "avsd_target_logprobs",
+    "avsd_token_loss",
+    "discounted_token_advantages",
     "eopd_token_loss",
     "gates_from_gap",
+    "group_advantages",
+    "grpo_token_loss",
     "horizons_from_gates",
+    "hybrid_loss",
     "local_signal",
     "local_signal_from_hidden",
     "local_signal_reference",
@@ -936,3 +946,230 @@ def eopd_token_loss(
         "loss",
     ]
     return loss, dict(zip(names, values, strict=True))
+
+
+# ----------------------------------------------------------------------------------------------
+# AVSD baseline (Nguyen et al. 2026; duykhuongnguyen/AVSD src/avsd/common/multiview_distill.py)
+# ----------------------------------------------------------------------------------------------
+
+# The reference's ``eps`` in ``build_uniform_sampled_tinker_target`` (gate denominators).
+_AVSD_EPS = 1e-8
+
+
+def avsd_target_logprobs(
+    view_logprobs: Tensor,
+    student_logprobs: Tensor,
+    mask: Tensor,
+    eps: float = _AVSD_EPS,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """AVSD sampled-token target ``log q(y_t)`` (METHODS.md "Baselines", AVSD).
+
+    ``view_logprobs`` ``[V, B, T]``: log-prob of the sampled token ``y_t`` under each privileged
+    teacher view (full solution, first half of the solution, final answer only);
+    ``student_logprobs`` ``[B, T]``: ``log pS(y_t)``; ``mask`` ``[B, T]``. Per token:
+
+    - geometric consensus ``log q_g = mean_v log p_v``;
+    - arithmetic consensus ``log q_a = logmeanexp_v log p_v``;
+    - Jensen gap ``J = max(0, log q_a - log q_g)`` (``>= 0`` by AM-GM; the clamp only absorbs
+      rounding);
+    - view advantages ``d_v = log p_v - log pS``;
+    - gate ``g = (|mean d| / (mean |d| + eps)) * |mean d| / (|mean d| + J + eps)``;
+    - target ``log q = log q_g + g J``.
+
+    This is the ``gate_mode="avsd"`` branch of ``build_uniform_sampled_tinker_target`` in
+    duykhuongnguyen/AVSD ``src/avsd/common/multiview_distill.py`` (uniform view weights,
+    ``eps = 1e-8``), which its shipped scripts select (``scripts/math/train_avsd_qwen3_8b.sh``:
+    ``--use_tinker_loss --multi_view_mode avsd --avsd_gate_mode avsd``). ``eps`` makes the 0/0
+    cases safe: ``mean d = 0`` gives ``g = 0``. Since ``0 <= g < 1``, the target lies in
+    ``[log q_g, log q_a]``, hence between the smallest and the largest view log-prob.
+
+    Everything is computed in fp32 under ``no_grad`` from detached inputs: no gradient flows
+    through the target (the reference detaches ``target - log pS`` in the loss instead, which
+    gives the same gradient). Returns ``(target, aux)``: ``target`` ``[B, T]`` and per-token
+    detached ``[B, T]`` tensors ``aux`` with the reference's diagnostic names (``gate``,
+    ``jensen_gap``, ``log_q_a``, ``log_q_g``, ``consensus_adv`` = ``mean_v d_v``, ``avsd`` =
+    the agreement factor ``|mean d| / (mean |d| + eps)``); all are 0 where ``mask`` is 0, so
+    padding (even NaN there) is invisible. Log means with :func:`masked_mean`.
+    """
+    if view_logprobs.dim() != 3 or view_logprobs.shape[0] < 1:
+        raise ValueError(f"view_logprobs must be [V, B, T] with V >= 1, got {view_logprobs.shape}")
+    if student_logprobs.dim() != 2 or view_logprobs.shape[1:] != student_logprobs.shape:
+        raise ValueError(
+            f"student_logprobs has shape {tuple(student_logprobs.shape)}, expected "
+            f"{tuple(view_logprobs.shape[1:])} (the [B, T] of view_logprobs)"
+        )
+    mask = _as_bool_mask(mask, student_logprobs.shape)
+    eps = float(eps)
+    if not math.isfinite(eps) or eps <= 0:
+        raise ValueError(f"eps must be a positive finite float, got {eps!r}")
+    with torch.no_grad():
+        zero = torch.zeros((), device=student_logprobs.device)
+        lp_v = torch.where(mask, view_logprobs.detach().float(), zero)
+        lp_s = torch.where(mask, student_logprobs.detach().float(), zero)
+        n_views = lp_v.shape[0]
+        log_q_g = lp_v.mean(0)
+        log_q_a = torch.logsumexp(lp_v, dim=0) - math.log(n_views)
+        jensen_gap = (log_q_a - log_q_g).clamp_min(0.0)
+        delta = lp_v - lp_s
+        delta_mean = delta.mean(0)
+        delta_abs_mean = delta.abs().mean(0)
+        agreement = delta_mean.abs() / (delta_abs_mean + eps)
+        gate = agreement * delta_mean.abs() / (delta_mean.abs() + jensen_gap + eps)
+        target = log_q_g + gate * jensen_gap
+        aux = {
+            "gate": gate,
+            "jensen_gap": jensen_gap,
+            "log_q_a": log_q_a,
+            "log_q_g": log_q_g,
+            "consensus_adv": delta_mean,
+            "avsd": agreement,
+        }
+        aux = {k: torch.where(mask, v, zero) for k, v in aux.items()}
+        target = torch.where(mask, target, zero)
+    return target, aux
+
+
+def avsd_token_loss(student_logprobs: Tensor, target: Tensor, mask: Tensor) -> Tensor:
+    """AVSD sampled-token loss, global token mean (METHODS.md "Baselines", AVSD).
+
+    ``L = -(1/N) sum_{b,t} sg[target_t - log pS(y_t)] log pS(y_t)`` over the ``N`` real tokens
+    of the whole micro-batch (not per sequence): ``sampled_token_tinker_loss_from_log_probs`` in
+    duykhuongnguyen/AVSD ``src/avsd/common/multiview_distill.py`` returns
+    ``-(advantage[mask] * student[mask]).mean()``. As there, tokens whose student log-prob or
+    target is non-finite are left out of the mean, and a batch with no such token gives 0 (kept
+    in the graph, so ``backward`` still works). The gradient w.r.t. ``log pS`` is
+    ``-sg[target - log pS] / N`` per token; ``target`` never receives a gradient.
+    """
+    if student_logprobs.dim() != 2 or target.shape != student_logprobs.shape:
+        raise ValueError(
+            "student_logprobs and target must both be [B, T]; got "
+            f"{tuple(student_logprobs.shape)} and {tuple(target.shape)}"
+        )
+    mask = _as_bool_mask(mask, student_logprobs.shape)
+    lp = student_logprobs.float()
+    tgt = target.detach().float()
+    valid = mask & torch.isfinite(lp.detach()) & torch.isfinite(tgt)
+    zero = torch.zeros((), device=lp.device)
+    advantage = torch.where(valid, tgt - lp.detach(), zero)
+    lp = torch.where(valid, lp, zero)
+    return -(advantage * lp).sum() / valid.sum().clamp(min=1)
+
+
+# ----------------------------------------------------------------------------------------------
+# GRPO term of the outcome-level hybrid (appendix "Compatibility with Outcome-Level RL")
+# ----------------------------------------------------------------------------------------------
+
+GRPO_SCALES = ("group", "batch", "none")
+
+
+def group_advantages(rewards: Tensor, eps: float = 1e-4, scale: str = "group") -> Tensor:
+    """GRPO group-relative advantages ``(r - mean_group r) / (std + eps)``, ``[G, K]`` fp32.
+
+    ``rewards`` ``[G, K]``: ``K`` rollouts (rows of one prompt's group) for each of ``G``
+    prompts. Matches TRL ``trl/trainer/grpo_trainer.py`` (``_generate_and_score_completions``)
+    with its default ``scale_rewards="group"``: the mean is over the group, the std is
+    ``rewards.view(-1, K).std(dim=1)``, i.e. torch's default *unbiased* (Bessel, ``K - 1``)
+    std, and ``eps = 1e-4`` is added to the std, not under the square root. ``scale="batch"``
+    divides by the unbiased std over all ``G K`` rewards (TRL's ``"batch"``), ``scale="none"``
+    only centres (Dr. GRPO). ``"std"`` is accepted as an alias of ``"group"``. A group with equal
+    rewards (or ``K = 1``, where TRL sets the std to 0) gets advantage 0. Detached.
+    """
+    if rewards.dim() != 2 or rewards.numel() == 0:
+        raise ValueError(f"rewards must be a non-empty [G, K] tensor, got {tuple(rewards.shape)}")
+    scale = "group" if scale == "std" else scale
+    if scale not in GRPO_SCALES:
+        raise ValueError(f"unknown scale {scale!r}; expected one of {', '.join(GRPO_SCALES)}")
+    eps = float(eps)
+    if not math.isfinite(eps) or eps < 0:
+        raise ValueError(f"eps must be a finite non-negative float, got {eps!r}")
+    r = rewards.detach().float()
+    if not bool(torch.isfinite(r).all()):
+        raise ValueError("rewards must be finite")
+    adv = r - r.mean(dim=1, keepdim=True)
+    if scale == "none":
+        return adv
+    if scale == "group":
+        std = r.std(dim=1, keepdim=True) if r.shape[1] > 1 else torch.zeros_like(r[:, :1])
+    else:
+        std = r.std() if r.numel() > 1 else torch.zeros((), device=r.device)
+    return adv / (std + eps)
+
+
+def discounted_token_advantages(
+    token_advantages: Tensor, mask: Tensor, gamma: float = 0.95, lam: float = 0.95
+) -> Tensor:
+    """GAE-style backward aggregation of GRPO token advantages, ``[B, T]`` fp32, detached.
+
+    ``A_t = a_t + gamma lambda A_{t+1}`` with ``A`` = 0 past each rollout's last real token, so
+    the recursion starts at ``A_T = a_T`` and padded positions are 0 and contribute nothing.
+    The paper's appendix ``sec:outcome_optimization`` only says that the GRPO path uses
+    ``gamma = lambda = 0.95`` aggregation (METHODS.md "Baselines", GRPO hybrid); the formula is
+    the GAE recursion (Schulman et al. 2016) with per-token terms ``a_t``, the same backward
+    recursion as DASH's Eq. ``dash_recursion`` with a constant gate ``gamma lambda``. Only the
+    product ``gamma lambda`` matters. With the GRPO sequence advantage broadcast to every token
+    (``a_t = A_hat``) this gives ``A_t = A_hat (1 - (gamma lambda)^n) / (1 - gamma lambda)``,
+    ``n = T - t + 1`` the number of tokens from ``t`` to the end; with ``a_t = A_hat 1[t = T]``
+    it gives the critic-free trace ``(gamma lambda)^(T - t) A_hat``. Which ``a_t`` to feed is the
+    caller's choice. ``gamma = lambda = 0`` returns the input (masked).
+
+    Each rollout's real tokens must be one contiguous run (right or left padding).
+    """
+    if token_advantages.dim() != 2:
+        raise ValueError(f"token_advantages must be [B, T], got {tuple(token_advantages.shape)}")
+    mask = _check_rollout_mask(_as_bool_mask(mask, token_advantages.shape))
+    gamma, lam = float(gamma), float(lam)
+    for name, v in (("gamma", gamma), ("lam", lam)):
+        if not 0.0 <= v <= 1.0:
+            raise ValueError(f"{name} must lie in [0, 1], got {v!r}")
+    discount = gamma * lam
+    m = mask.cpu().numpy().astype(np.float64)
+    a = torch.where(mask, token_advantages.detach(), torch.zeros((), device=mask.device))
+    a = a.cpu().double().numpy()
+    out = np.zeros_like(a)
+    nxt = np.zeros(a.shape[0])
+    for t in range(a.shape[1] - 1, -1, -1):
+        nxt = m[:, t] * (a[:, t] + discount * nxt)
+        out[:, t] = nxt
+    return torch.from_numpy(out).to(device=token_advantages.device, dtype=torch.float32)
+
+
+def grpo_token_loss(student_logprobs: Tensor, advantages: Tensor, mask: Tensor) -> Tensor:
+    """On-policy GRPO policy-gradient term, per-sequence token mean then batch mean.
+
+    ``L = mean_b (1/T_b) sum_t -sg[A_{b,t}] log pS(y_t)`` over rollouts with ``T_b > 0`` real
+    tokens; ``advantages`` is ``[B, T]`` (e.g. from :func:`discounted_token_advantages`) or
+    ``[B]`` (one sequence advantage broadcast to every token, the "No agg." rows of
+    Table ``tab:supp_grpo_grid``). This is TRL ``trl/trainer/grpo_trainer.py`` ``_compute_loss``
+    with ``loss_type="grpo"`` (``((per_token_loss * mask).sum(-1) / mask.sum(-1)).mean()``, the
+    same normalisation as :func:`aggregate`), ``beta = 0`` (no KL term) and one update per
+    generation (``num_iterations = 1``): the ratio ``exp(log pS - sg[log pS])`` is 1, so the PPO
+    clip is inactive and ``-min(ratio A, clip(ratio) A)`` has the value ``-A`` and the gradient
+    of ``-A log pS`` used here. The gradient w.r.t. ``log pS(y_t)`` is ``-A_t / (T_b B')``,
+    ``B'`` the number of non-empty rollouts.
+    """
+    if student_logprobs.dim() != 2:
+        raise ValueError(f"student_logprobs must be [B, T], got {tuple(student_logprobs.shape)}")
+    if advantages.dim() == 1 and advantages.shape[0] == student_logprobs.shape[0]:
+        advantages = advantages[:, None].expand_as(student_logprobs)
+    if advantages.shape != student_logprobs.shape:
+        raise ValueError(
+            f"advantages has shape {tuple(advantages.shape)}, expected "
+            f"{tuple(student_logprobs.shape)} or ({student_logprobs.shape[0]},)"
+        )
+    mask = _as_bool_mask(mask, student_logprobs.shape)
+    zero = torch.zeros((), device=student_logprobs.device)
+    adv = torch.where(mask, advantages.detach().float(), zero)
+    lp = torch.where(mask, student_logprobs.float(), zero)
+    lengths = mask.sum(1)
+    per_rollout = -(adv * lp).sum(1) / lengths.clamp(min=1)
+    valid = (lengths > 0).float()
+    return (per_rollout * valid).sum() / valid.sum().clamp(min=1.0)
+
+
+def hybrid_loss(dash_loss: Tensor, grpo_loss: Tensor, eta: float) -> Tensor:
+    """DASH plus the GRPO correctness term: ``dash_loss + eta * grpo_loss`` (appendix
+    ``sec:outcome_optimization``; the paper's grid uses ``eta in {0.3, 0.5}``)."""
+    eta = float(eta)
+    if not math.isfinite(eta) or eta < 0:
+        raise ValueError(f"eta must be a finite non-negative float, got {eta!r}")
+    return dash_loss + eta * grpo_loss
