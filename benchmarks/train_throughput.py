@@ -37,6 +37,27 @@ step. ``--base-model-dir`` uses an existing base model folder instead (e.g. the 
 ``results/tiny/base_model/tiny``); rollouts then stop at EOS and lengths differ between runs,
 which tokens/s accounts for.
 
+What still differs between the trainers (TRL 1.16 offers no way to align these):
+
+- teacher input: TRL's teacher scores the student's own ``prompt + completion`` ids (no
+  privileged context); ours-OPSD/DASH put the privileged prompt (~10x the student prompt here)
+  in front -- the ``/stu-ctx`` rows remove exactly this difference;
+- logits: ours runs both forwards through ``lm_head`` over every position and gathers the
+  response rows; TRL runs the backbones only and projects the completion positions chunk by
+  chunk inside its loss (with the sampling temperature applied to both distributions there).
+  So TRL's "teacher" share is the teacher backbone alone; ours includes the teacher's logits;
+- rollouts: both sample with Hugging Face ``generate``; ours switches the model to eval mode for
+  it (LoRA dropout off), TRL samples in train mode (LoRA dropout on);
+- padding: ours right-pads ``[prompt | response]`` rows; TRL left-pads prompts and right-pads
+  completions. The untrained model's prompts differ by a few tokens at most, so this is small;
+- teacher weights: ours disables the adapter on the student module; TRL holds a second copy;
+- in the ``/stu-ctx`` and TRL runs teacher and student start identical (LoRA B = 0, same input),
+  so their loss is 0 -- the same arithmetic runs regardless, so throughput is unaffected.
+
+Timings are noisy on a shared machine; the script runs every trainer ``--repeats`` times in
+alternating order, pools the steps, and prints the load average. ``--threads`` defaults to 1
+(see the flag's comment).
+
 Setup (a scratch virtual environment outside the repository; nothing here touches ``.venv``)::
 
     python3.11 -m venv /tmp/benchvenv
@@ -45,12 +66,14 @@ Setup (a scratch virtual environment outside the repository; nothing here touche
     /tmp/benchvenv/bin/pip install -c envs/cpu-constraints.txt \\
         trl==1.16.0 accelerate==1.15.0 datasets==5.2.0
 
-Run (about 3-4 minutes on 2 CPU cores with the defaults)::
+Run (about 2-3 minutes on 2 CPU cores with the defaults)::
 
     /tmp/benchvenv/bin/python benchmarks/train_throughput.py
     /tmp/benchvenv/bin/python benchmarks/train_throughput.py --steps 4 --warmup-steps 1 \\
-        --micro-batch-size 8 --max-new-tokens 32                      # quick smoke run
-    /tmp/benchvenv/bin/python benchmarks/train_throughput.py --only ours --teacher-context both
+        --repeats 1 --micro-batch-size 8 --max-new-tokens 32          # quick smoke run
+    /tmp/benchvenv/bin/python benchmarks/train_throughput.py --only ours --teacher-context student
+    /tmp/benchvenv/bin/python benchmarks/train_throughput.py \\
+        --base-model-dir results/tiny/base_model/tiny                 # the pipeline's SFT'd model
 """
 
 from __future__ import annotations
@@ -291,6 +314,7 @@ def run_ours(args, config, method_name, base_dir, train_parquet, work, teacher_c
 def run_trl(args, config, base_dir, train_parquet, work) -> Run:
     import datasets
     from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers.trainer_callback import PrinterCallback
     from trl import DistillationConfig, DistillationTrainer
 
     from dashrepro.prompts import render_student_prompt
@@ -404,6 +428,8 @@ def run_trl(args, config, base_dir, train_parquet, work) -> Run:
         processing_class=tokenizer,
         callbacks=[clock],
     )
+    # PrinterCallback would print the Trainer's end-of-training log dict into the table's output.
+    trainer.remove_callback(PrinterCallback)
     trainer.train()
     if len(clock.ends) != train["steps"] or len(records) != train["steps"]:
         raise RuntimeError(
@@ -430,7 +456,8 @@ def run_trl(args, config, base_dir, train_parquet, work) -> Run:
 def report(runs: list[Run], args, train: dict) -> None:
     print()
     print(
-        f"measured steps: {args.steps} (after {args.warmup_steps} warm-up), micro-batch "
+        f"measured steps: {args.steps} per run (after {args.warmup_steps} warm-up) x "
+        f"{args.repeats} interleaved runs per trainer, micro-batch "
         f"{train['micro_batch_size']}, max_new_tokens {train['max_new_tokens']}, "
         f"torch threads {torch.get_num_threads()}"
     )
@@ -468,85 +495,129 @@ def report(runs: list[Run], args, train: dict) -> None:
         opsd, dash = by_name.get(f"ours-OPSD{suffix}"), by_name.get(f"ours-DASH{suffix}")
         if dash is None:
             continue
-        tag = " (teacher sees the student prompt)" if suffix else ""
+        tag = " (teacher sees the student prompt)" if suffix else " (privileged teacher)"
+        ms = lambda xs: statistics.fmean(xs) * 1e3  # noqa: E731
         print(f"\nDASH overhead{tag}:")
-        coef = sum(dash.coefficients) / sum(dash.seconds)
-        agg = sum(dash.aggregate) / sum(dash.seconds)
         print(
-            f"  measured directly: DASH coefficients {statistics.fmean(dash.coefficients) * 1e3:.2f} "
-            f"ms/step = {coef:.3%} of DASH's step time; whole aggregate() call "
-            f"{statistics.fmean(dash.aggregate) * 1e3:.2f} ms/step = {agg:.3%}"
+            f"  measured directly: DASH coefficients {ms(dash.coefficients):.2f} ms/step = "
+            f"{sum(dash.coefficients) / sum(dash.seconds):.3%} of DASH's step time; the whole "
+            f"aggregate() call {ms(dash.aggregate):.2f} ms/step = "
+            f"{sum(dash.aggregate) / sum(dash.seconds):.3%}"
         )
-        if opsd is not None:
-            opsd_agg = sum(opsd.aggregate) / sum(opsd.seconds)
-            extra = (statistics.fmean(dash.aggregate) - statistics.fmean(opsd.aggregate)) / (
-                opsd.mean_step
-            )
-            print(
-                f"  OPSD's aggregate() {statistics.fmean(opsd.aggregate) * 1e3:.2f} ms/step = "
-                f"{opsd_agg:.3%}; DASH minus OPSD aggregate() = {extra:+.3%} of OPSD's step time"
-            )
-            # Per generated token, so runs whose rollouts differ in length stay comparable.
-            per_tok = lambda r: sum(r.seconds) / sum(r.tokens)  # noqa: E731
-            print(
-                f"  end to end: step time DASH vs OPSD {dash.mean_step / opsd.mean_step - 1:+.2%} "
-                f"(mean), {statistics.median(dash.seconds) / statistics.median(opsd.seconds) - 1:+.2%}"
-                f" (median), per token {per_tok(dash) / per_tok(opsd) - 1:+.2%} -- run-to-run noise "
-                "included"
-            )
+        if opsd is None:
+            continue
+        extra = (statistics.fmean(dash.aggregate) - statistics.fmean(opsd.aggregate)) / (
+            opsd.mean_step
+        )
+        print(
+            f"  OPSD for reference: coefficients {ms(opsd.coefficients):.2f} ms/step, aggregate() "
+            f"{ms(opsd.aggregate):.2f} ms/step; DASH's extra aggregate() time = {extra:+.3%} of "
+            "OPSD's step time"
+        )
+        # Per generated token, so runs whose rollouts differ in length stay comparable.
+        per_tok = lambda r: sum(r.seconds) / sum(r.tokens)  # noqa: E731
+        median_ratio = statistics.median(dash.seconds) / statistics.median(opsd.seconds) - 1
+        print(
+            f"  end to end, DASH vs OPSD step time: {dash.mean_step / opsd.mean_step - 1:+.2%} "
+            f"(mean), {median_ratio:+.2%} (median), {per_tok(dash) / per_tok(opsd) - 1:+.2%} "
+            "(per token); run-to-run noise included"
+        )
+
+
+def merge(runs: list[Run]) -> list[Run]:
+    """Pool the measured steps of repeated runs of the same trainer, first-seen order kept."""
+    merged: dict[str, Run] = {}
+    for r in runs:
+        if r.name not in merged:
+            merged[r.name] = r
+            continue
+        m = merged[r.name]
+        for key in ("seconds", "tokens", "rollout", "teacher", "coefficients", "aggregate"):
+            getattr(m, key).extend(getattr(r, key))
+    return list(merged.values())
+
+
+def quiet_libraries() -> None:
+    """Keep the table readable: no weight-loading bars, deprecation notes or Trainer log dicts."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    warnings.filterwarnings("ignore", category=UserWarning)
+    hf_logging.disable_progress_bar()
+    hf_logging.set_verbosity_error()
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=8, help="measured steps per trainer")
-    parser.add_argument("--warmup-steps", type=int, default=1, help="untimed first steps (>= 1)")
+    parser.add_argument("--steps", type=int, default=20, help="measured steps per trainer run")
+    parser.add_argument("--warmup-steps", type=int, default=2, help="untimed first steps (>= 1)")
+    parser.add_argument("--repeats", type=int, default=2, help="runs per trainer, interleaved")
     parser.add_argument("--micro-batch-size", type=int, default=None, help="default: config's")
     parser.add_argument("--max-new-tokens", type=int, default=None, help="default: config's")
     parser.add_argument("--only", choices=("ours", "trl"), default=None)
     parser.add_argument(
         "--teacher-context",
         choices=("privileged", "student", "both"),
-        default="privileged",
-        help="our teacher's prompt: the protocol's privileged one, the student's, or both runs",
+        default="both",
+        help="our teacher's prompt: the protocol's privileged one, the student's, or both",
     )
     parser.add_argument("--sft-steps", type=int, default=0, help="warm-start SFT steps (0: none)")
     parser.add_argument("--base-model-dir", type=Path, default=None, help="use this base model")
     parser.add_argument("--config", type=Path, default=REPO_ROOT / "workflow_config.yaml")
     parser.add_argument("--scale", default="tiny")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--threads", type=int, default=None, help="torch threads (default: torch's)"
-    )
+    # One intra-op thread by default: on a 2-core machine with anything else running, two OpenMP
+    # threads made single generate() calls 5-50x slower at random (measured while writing this),
+    # which swamps every difference being measured; the 0.4M-parameter model gains little from
+    # a second thread anyway. --threads 2 matches the pipeline's rules on an idle machine.
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     args = parser.parse_args()
-    if args.warmup_steps < 1 or args.steps < 1:
-        parser.error("--warmup-steps and --steps must be >= 1 (a step is timed from the previous)")
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    if args.warmup_steps < 1 or args.steps < 1 or args.repeats < 1:
+        parser.error("--warmup-steps, --steps and --repeats must be >= 1")
+    torch.set_num_threads(args.threads)
+    quiet_libraries()
 
     from dashrepro.config import load_config
 
     config = load_config(args.config)
     train = train_settings(args, config)
+    contexts = (
+        ("privileged", "student") if args.teacher_context == "both" else (args.teacher_context,)
+    )
+    jobs = []
+    if args.only in (None, "ours"):
+        jobs += [("ours", method, context) for context in contexts for method in ("opsd", "dash")]
+    if args.only in (None, "trl"):
+        jobs.append(("trl", None, None))
+    load_before = os.getloadavg()
     runs: list[Run] = []
     with tempfile.TemporaryDirectory(prefix="train_throughput-") as tmp:
         work = Path(tmp)
         train_parquet, base_dir = build_inputs(args, config, work)
-        contexts = (
-            ("privileged", "student") if args.teacher_context == "both" else (args.teacher_context,)
-        )
-        if args.only in (None, "ours"):
-            for context in contexts:
-                for method in ("opsd", "dash"):
-                    started = time.perf_counter()
-                    runs.append(
-                        run_ours(args, config, method, base_dir, train_parquet, work, context)
-                    )
-                    print(f"{runs[-1].name}: done in {time.perf_counter() - started:.0f}s")
-        if args.only in (None, "trl"):
-            started = time.perf_counter()
-            runs.append(run_trl(args, config, base_dir, train_parquet, work))
-            print(f"{runs[-1].name}: done in {time.perf_counter() - started:.0f}s")
-    report(runs, args, train)
+        for repeat in range(args.repeats):
+            # Alternate the order between repeats so that slow drifts of the machine's load
+            # spread over all trainers instead of favouring the ones that ran first.
+            for kind, method, context in jobs if repeat % 2 == 0 else jobs[::-1]:
+                started = time.perf_counter()
+                if kind == "ours":
+                    run = run_ours(args, config, method, base_dir, train_parquet, work, context)
+                else:
+                    run = run_trl(args, config, base_dir, train_parquet, work)
+                runs.append(run)
+                elapsed = time.perf_counter() - started
+                print(
+                    f"[{repeat + 1}/{args.repeats}] {run.name}: {elapsed:.0f}s"
+                    f" (median step {statistics.median(run.seconds):.3f}s)",
+                    flush=True,
+                )
+    load_after = os.getloadavg()
+    report(merge(runs), args, train)
+    print(
+        f"\nload average (1 min) before / after: {load_before[0]:.2f} / {load_after[0]:.2f} "
+        f"on {os.cpu_count()} CPUs -- other processes' load shows up as noise in every number"
+    )
 
 
 if __name__ == "__main__":

@@ -39,3 +39,35 @@ def qwen3_tokenizer():
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(str(folder))
+
+
+TINY_ARCH = {
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_hidden_layers": 1,
+    "num_attention_heads": 2,
+    "num_key_value_heads": 1,
+    "max_position_embeddings": 512,
+}
+
+
+@pytest.fixture(scope="session")
+def tiny_setup(tmp_path_factory, default_config):
+    """A tiny untrained Qwen3 base model folder, its training parquet and tokenizer."""
+    from dashrepro.synthetic_data import make_dataset
+    from dashrepro.tiny_model import build_tiny_qwen3
+    from dashrepro.tiny_tokenizer import train_tokenizer
+
+    train, _ = make_dataset(40, {"b": {"task": "add2", "n": 2}}, seed=0)
+    tokenizer = train_tokenizer(
+        [*train["problem"], *train["reference_solution"], *default_config["protocol"].values()], 400
+    )
+    model = build_tiny_qwen3(
+        TINY_ARCH, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, seed=0
+    )
+    folder = tmp_path_factory.mktemp("base")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    data = folder / "train.parquet"
+    train.to_parquet(data)
+    return folder, data, tokenizer

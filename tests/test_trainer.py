@@ -6,9 +6,6 @@ import torch
 
 from dashrepro import objectives
 from dashrepro.prompts import TeacherProtocol
-from dashrepro.synthetic_data import make_dataset
-from dashrepro.tiny_model import build_tiny_qwen3
-from dashrepro.tiny_tokenizer import train_tokenizer
 from dashrepro.trainer import (
     MethodSpec,
     checkpoint_steps,
@@ -18,37 +15,12 @@ from dashrepro.trainer import (
     train_run,
 )
 
-ARCH = {
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_hidden_layers": 1,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 1,
-    "max_position_embeddings": 512,
-}
 LORA = {
     "r": 4,
     "alpha": 8,
     "dropout": 0.0,
     "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
 }
-
-
-@pytest.fixture(scope="module")
-def tiny_setup(tmp_path_factory, default_config):
-    train, _ = make_dataset(40, {"b": {"task": "add2", "n": 2}}, seed=0)
-    tokenizer = train_tokenizer(
-        [*train["problem"], *train["reference_solution"], *default_config["protocol"].values()], 400
-    )
-    model = build_tiny_qwen3(
-        ARCH, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, seed=0
-    )
-    folder = tmp_path_factory.mktemp("base")
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    data = folder / "train.parquet"
-    train.to_parquet(data)
-    return folder, data, tokenizer
 
 
 def test_response_logits_picks_the_positions_that_predict_each_response_token():

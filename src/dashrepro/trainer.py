@@ -1,52 +1,119 @@
-"""LoRA on-policy self-distillation (OPSD family, DASH included) -- the CPU backend.
+"""LoRA on-policy self-distillation (OPSD family, DASH, EOPD, AVSD, GRPO hybrid): one trainer.
 
 One optimisation step (paper Sec. "Preliminaries" and Alg. "DASH aggregation"):
 
-1. the student (base + LoRA adapter) samples one rollout per problem from the problem alone;
+1. the student (base + LoRA adapter) samples one rollout per problem from the problem alone
+   (Qwen3 chat template, thinking on), with HF ``generate`` (CPU) or a colocated vLLM engine
+   whose LoRA adapter is re-synced every step (GPU);
 2. the privileged teacher -- the same network with the adapter *disabled* -- scores the
    student's tokens by teacher forcing after its own prompt (problem, reference solution and the
    protocol's instructions); its distributions are detached;
-3. ``objectives.local_signal`` turns each token's pair of distributions into r_t (clipped
-   forward KL by default) and ``objectives.aggregate`` weights them by the method's coefficients
-   (uniform for OPSD, c_k for DASH), averaged per rollout over its real tokens;
-4. AdamW (0.9, 0.999, 1e-8, no weight decay) with a learning rate decaying linearly to zero
-   without warmup (paper appendix "Adapters and optimization").
+3. the method's objective turns the two distributions into a loss: a local signal r_t
+   (``objectives.local_signal``, clipped forward KL by default) aggregated over the rollout
+   (``objectives.aggregate``: uniform for OPSD, c_k for DASH, ...), or EOPD's / AVSD's per-token
+   objective; the GRPO hybrid adds eta times a GRPO term over K rollouts per problem;
+4. AdamW (0.9, 0.999, 1e-8, no weight decay), learning rate decaying linearly to zero without
+   warmup (paper appendix "Adapters and optimization"), gradient norm clipped at 1.0.
 
-Every ``checkpoint_every`` steps the adapter is saved as a PEFT folder (``adapter_config.json``
-+ ``adapter_model.safetensors``) that peft and vLLM load directly. Per-step metrics go to parquet.
+Processes and batches. The global batch of a step is ``micro_batch_size x grad_accumulation x
+num_processes`` rollouts. Every random draw of a micro-batch (its examples, its rollout seed, its
+LoRA-dropout masks) is a function of (seed, step, global micro-batch index) alone, so 2 processes
+with one micro-batch each compute exactly what 1 process computes with 2 accumulated micro-batches
+(``tests/test_trainer_distributed.py`` checks it with gloo), and a resumed run needs nothing but
+the step, the adapter and the optimizer to continue bit for bit. Processes are managed by
+``accelerate`` (DDP; DeepSpeed ZeRO-2 with optimizer offload on GPU when the scale names a
+DeepSpeed config): ``accelerate launch -m dashrepro.trainer --spec run.json``.
+
+Checkpoints and resume. Every ``checkpoint_every`` steps the adapter is saved as a PEFT folder
+(``checkpoint-N``: ``adapter_config.json`` + ``adapter_model.safetensors``, loadable by peft and
+vLLM). Beside it, a full training state (``checkpointing``) goes to ``.resume/step-N``, which is
+not a Snakemake output, so it survives a killed job: rerunning the same target continues from the
+last complete state, refusing if the run's config changed. SIGTERM or SIGUSR1 (SLURM's
+preemption notice) makes the trainer save a state at the end of the current step and exit with
+``checkpointing.PREEMPTED_EXIT_CODE``, so that Snakemake's retry resumes it.
+
+Records: ``train_metrics.parquet`` (one row per step: loss, r statistics, gates, coefficients,
+horizon, response length, truncation, seconds per phase, tokens/s) and ``token_traces.parquet``
+(for the first rollouts of chosen steps, per token: r_t, teacher entropy, gate, c_k), from which
+the paper's motivation figure (D_t against the mean future divergence) is drawn.
+
+    python -m dashrepro.trainer --spec run.json           # one process
+    accelerate launch --num_processes 2 -m dashrepro.trainer --spec run.json
 """
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
+import hashlib
+import json
+import math
 import random
+import shutil
+import sys
 import time
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
-from dashrepro import objectives
+from dashrepro import checkpointing, objectives
 from dashrepro.generation import SamplingSettings, sample_responses
-from dashrepro.grading import extract_last_boxed
+from dashrepro.grading import reward_exact_match
 from dashrepro.io import atomic_dir, write_parquet
 from dashrepro.prompts import TeacherProtocol, render_student_prompt, render_teacher_prompt
+
+RESUME_DIR = ".resume"
+OBJECTIVES = ("distill", "eopd", "avsd")
+# Per-step metrics averaged over micro-batches and processes (NaN where a method has none).
+METRIC_KEYS = (
+    "loss",
+    "distill_loss",
+    "grpo_loss",
+    "r_mean",
+    "r_std",
+    "coef_mean",
+    "coef_max",
+    "gate_mean",
+    "horizon_mean",
+    "response_length",
+    "truncated_fraction",
+    "rollout_accuracy",
+    "reward_mean",
+)
+# Per-step counts summed over micro-batches and processes.
+COUNT_KEYS = ("rollouts", "tokens", "empty_rollouts", "skipped_long_prompts")
+
+
+# ----------------------------------------------------------------------------------------------
+# Method
+# ----------------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
 class MethodSpec:
+    """One training method of ``workflow_config.yaml`` (its ``label`` aside)."""
+
     name: str
     aggregation: str
     divergence: str
     tau: float | None
-    top_k: int | None
-    params: Mapping
+    top_k: int | None = None
+    params: Mapping = field(default_factory=dict)
+    objective: str = "distill"  # distill (r_t + aggregation), eopd, avsd
+    objective_params: Mapping = field(default_factory=dict)
+    grpo: Mapping | None = None  # {eta, group_size, aggregate, gamma, lam}
 
     @classmethod
     def from_config(cls, name: str, spec: Mapping) -> MethodSpec:
+        objective = spec.get("objective", "distill")
+        if objective not in OBJECTIVES:
+            raise ValueError(f"methods.{name}.objective: {objective!r} is not one of {OBJECTIVES}")
         return cls(
             name=name,
             aggregation=spec["aggregation"],
@@ -54,11 +121,23 @@ class MethodSpec:
             tau=spec["tau"],
             top_k=spec.get("top_k"),
             params=dict(spec["params"]),
+            objective=objective,
+            objective_params=dict(spec.get("objective_params") or {}),
+            grpo=dict(spec["grpo"]) if spec.get("grpo") else None,
         )
 
     @property
     def needs_teacher_entropy(self) -> bool:
         return self.aggregation in {"entropy_gate", "soft_or"}
+
+    @property
+    def group_size(self) -> int:
+        return int(self.grpo["group_size"]) if self.grpo else 1
+
+
+# ----------------------------------------------------------------------------------------------
+# Small pure helpers
+# ----------------------------------------------------------------------------------------------
 
 
 def encode(tokenizer, text: str) -> list[int]:
@@ -69,6 +148,34 @@ def encode(tokenizer, text: str) -> list[int]:
 def checkpoint_steps(train: Mapping) -> list[int]:
     every = train["checkpoint_every"]
     return list(range(every, train["steps"] + 1, every))
+
+
+def derive_seed(*parts: Any) -> int:
+    """A 31-bit seed fixed by its parts (run seed, step, micro-batch index, purpose)."""
+    digest = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+def epoch_order(n_rows: int, seed: int, epoch: int) -> list[int]:
+    order = list(range(n_rows))
+    random.Random(f"{seed}:{epoch}").shuffle(order)
+    return order
+
+
+def micro_batch_rows(
+    n_rows: int, seed: int, step: int, micro: int, problems_per_micro: int, micros_per_step: int
+) -> list[int]:
+    """Row indices of global micro-batch ``micro`` of ``step`` (1-based): a pure function.
+
+    The data is read in a fresh seeded permutation per epoch; step ``s`` consumes examples
+    ``(s - 1) * problems_per_step ...`` of that endless stream, so the position is never state.
+    """
+    start = ((step - 1) * micros_per_step + micro) * problems_per_micro
+    rows = []
+    for position in range(start, start + problems_per_micro):
+        epoch, offset = divmod(position, n_rows)
+        rows.append(epoch_order(n_rows, seed, epoch)[offset])
+    return rows
 
 
 def right_pad_concat(
@@ -89,15 +196,159 @@ def response_logits(
     logits: torch.Tensor, prompt_lengths: torch.Tensor, response_width: int
 ) -> torch.Tensor:
     """Logits that predict response token j of row b: position prompt_len_b + j - 1 -> [B, T, V]."""
-    offsets = torch.arange(response_width)
+    offsets = torch.arange(response_width, device=logits.device)
+    prompt_lengths = prompt_lengths.to(logits.device)
     positions = (prompt_lengths[:, None] - 1 + offsets[None, :]).clamp(max=logits.shape[1] - 1)
     index = positions[:, :, None].expand(-1, -1, logits.shape[-1])
     return torch.gather(logits, 1, index)
 
 
-def load_lora_student(base_model_dir: str | Path, lora: Mapping, seed: int):
+def teacher_views(method: MethodSpec, reference_solution: str, answer: str) -> list[str]:
+    """The reference texts the privileged teacher sees: one view, or AVSD's three.
+
+    AVSD (METHODS.md "Baselines"): the full solution, its first half, and the final answer only.
+    The half is cut at the last whitespace before the middle character (a word is never split);
+    the answer-only view is ``The final answer is \\boxed{answer}.``
+    """
+    if method.objective != "avsd":
+        return [reference_solution]
+    middle = len(reference_solution) // 2
+    cut = reference_solution.rfind(" ", 0, middle)
+    half = reference_solution[: cut if cut > 0 else middle].rstrip()
+    return [reference_solution, half, f"The final answer is \\boxed{{{answer}}}."]
+
+
+def sequence_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """log p(token) under ``logits`` [B, T, V] for ``tokens`` [B, T] (padding gathers index 0)."""
+    return torch.log_softmax(logits.float(), dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
+
+
+def grpo_token_advantages(
+    rewards: torch.Tensor, mask: torch.Tensor, group_size: int, grpo: Mapping
+) -> torch.Tensor:
+    """GRPO advantages per token for rollouts grouped ``group_size`` per problem (in order).
+
+    Without aggregation each token carries its rollout's group-normalised advantage (GRPO).
+    With ``aggregate`` the advantage is an outcome reward arriving at the last token and the
+    gamma/lambda backward recursion (``objectives.discounted_token_advantages``) spreads it:
+    a_t = A_hat at t = T and 0 before, so A_t = (gamma lambda)^(T - t) A_hat -- GAE with
+    gamma = lambda = 0.95 (paper appendix "Compatibility with Outcome-Level RL") and no critic.
+    """
+    advantages = objectives.group_advantages(rewards.view(-1, group_size)).view(-1)
+    mask = mask.bool()
+    if not grpo.get("aggregate", True):
+        return advantages[:, None] * mask.float()
+    lengths = mask.sum(1)
+    last = torch.zeros_like(mask, dtype=torch.float32)
+    rows = torch.nonzero(lengths > 0).squeeze(-1)
+    last[rows, lengths[rows] - 1] = advantages[rows].float()
+    return objectives.discounted_token_advantages(
+        last, mask, gamma=float(grpo.get("gamma", 0.95)), lam=float(grpo.get("lam", 0.95))
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# The loss of one micro-batch
+# ----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class MicroLoss:
+    loss: torch.Tensor
+    metrics: dict[str, float]
+    trace: dict[str, torch.Tensor]  # per-token tensors [B, T] for token_traces.parquet
+
+
+def method_loss(
+    method: MethodSpec,
+    student_logits: torch.Tensor,
+    view_logits: Sequence[torch.Tensor],
+    tokens: torch.Tensor,
+    mask: torch.Tensor,
+    rewards: torch.Tensor | None = None,
+) -> MicroLoss:
+    """The objective of ``method`` on one micro-batch of rollouts (all tensors [B, T(, V)])."""
+    teacher_logits = view_logits[0]
+    metrics: dict[str, float] = {}
+    trace: dict[str, torch.Tensor] = {}
+    if method.objective == "distill":
+        r = objectives.local_signal(
+            student_logits,
+            teacher_logits,
+            mask,
+            divergence=method.divergence,
+            tau=method.tau,
+            top_k=method.top_k,
+        )
+        entropy = objectives.teacher_entropy(teacher_logits, mask)
+        agg = objectives.aggregate(
+            method.aggregation,
+            r,
+            mask,
+            teacher_entropy=entropy if method.needs_teacher_entropy else None,
+            **method.params,
+        )
+        loss = agg.loss
+        metrics.update(agg.diagnostics)
+        trace.update(r=r.detach(), teacher_entropy=entropy.detach(), coefficient=agg.coefficients)
+        if agg.gates is not None:
+            trace["gate"] = agg.gates
+    elif method.objective == "eopd":
+        loss, diagnostics = objectives.eopd_token_loss(
+            student_logits, teacher_logits, tokens, mask, **method.objective_params
+        )
+        metrics.update({k: float(v) for k, v in diagnostics.items()})
+    else:  # avsd
+        student_lp = sequence_logprobs(student_logits, tokens)
+        views = torch.stack([sequence_logprobs(v, tokens) for v in view_logits])
+        target, aux = objectives.avsd_target_logprobs(views, student_lp.detach(), mask)
+        loss = objectives.avsd_token_loss(student_lp, target, mask)
+        metrics["gate_mean"] = float(objectives.masked_mean(aux["gate"], mask.bool()))
+        trace["gate"] = aux["gate"]
+    metrics["distill_loss"] = float(loss.detach())
+    if method.grpo:
+        advantages = grpo_token_advantages(rewards, mask, method.group_size, method.grpo)
+        grpo_loss = objectives.grpo_token_loss(
+            sequence_logprobs(student_logits, tokens), advantages, mask
+        )
+        loss = objectives.hybrid_loss(loss, grpo_loss, float(method.grpo["eta"]))
+        metrics["grpo_loss"] = float(grpo_loss.detach())
+    metrics["loss"] = float(loss.detach())
+    return MicroLoss(loss, metrics, trace)
+
+
+# ----------------------------------------------------------------------------------------------
+# Setup
+# ----------------------------------------------------------------------------------------------
+
+
+def resolve_attn_implementation(requested: str) -> str:
+    """``auto``: FlashAttention-2 when installed and a GPU is present, else PyTorch SDPA."""
+    if requested != "auto":
+        return requested
+    if torch.cuda.is_available():
+        import importlib.util
+
+        if importlib.util.find_spec("flash_attn") is not None:
+            return "flash_attention_2"
+    return "sdpa"
+
+
+def load_lora_student(base_model: str | Path, lora: Mapping, seed: int, train: Mapping = None):
+    """The base network with a fresh LoRA adapter (B = 0, A seeded), ready to train."""
+    train = train or {}
+    precision = train.get("precision", "fp32")
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    base = AutoModelForCausalLM.from_pretrained(
+        str(base_model),
+        dtype=dtype,
+        attn_implementation=resolve_attn_implementation(train.get("attn_implementation", "sdpa")),
+    )
+    if train.get("gradient_checkpointing"):
+        # Non-reentrant checkpointing works with frozen embeddings (LoRA) without the
+        # enable_input_require_grads hook that the reentrant variant needs.
+        base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     torch.manual_seed(seed)  # LoRA A is Kaiming-initialised (B = 0): the seed fixes it
-    base = AutoModelForCausalLM.from_pretrained(str(base_model_dir), dtype=torch.float32)
     config = LoraConfig(
         r=lora["r"],
         lora_alpha=lora["alpha"],
@@ -107,6 +358,107 @@ def load_lora_student(base_model_dir: str | Path, lora: Mapping, seed: int):
         task_type="CAUSAL_LM",
     )
     return get_peft_model(base, config)
+
+
+def make_accelerator(train: Mapping):
+    """An ``accelerate.Accelerator``: DDP (gloo on CPU, NCCL on GPU) or DeepSpeed ZeRO-2."""
+    from accelerate import Accelerator
+
+    # accelerate's accumulation: backward() divides the loss by grad_accumulation, DDP skips the
+    # all-reduce and DeepSpeed the step on all but the last micro-batch of a step.
+    kwargs: dict[str, Any] = {
+        "cpu": not torch.cuda.is_available(),
+        "gradient_accumulation_steps": int(train["grad_accumulation"]),
+    }
+    if train.get("precision") == "bf16" and torch.cuda.is_available():
+        kwargs["mixed_precision"] = "bf16"
+    if train.get("deepspeed_config"):
+        from accelerate.utils import DeepSpeedPlugin
+
+        kwargs["deepspeed_plugin"] = DeepSpeedPlugin(
+            hf_ds_config=str(train["deepspeed_config"]),
+            gradient_accumulation_steps=train["grad_accumulation"],
+            gradient_clipping=1.0,
+        )
+    return Accelerator(**kwargs)
+
+
+def run_fingerprint_config(
+    method: MethodSpec, train: Mapping, lora: Mapping, protocol: TeacherProtocol, seed: int
+) -> dict:
+    """Everything that determines the trained adapter: a resume under other values is refused."""
+    return {
+        "method": {
+            "aggregation": method.aggregation,
+            "divergence": method.divergence,
+            "tau": method.tau,
+            "top_k": method.top_k,
+            "params": dict(method.params),
+            "objective": method.objective,
+            "objective_params": dict(method.objective_params),
+            "grpo": dict(method.grpo) if method.grpo else None,
+        },
+        "train": dict(train),
+        "lora": dict(lora),
+        "protocol": dataclasses.asdict(protocol),
+        "seed": seed,
+    }
+
+
+class _Rollouts:
+    """Student rollouts by HF ``generate`` or a colocated vLLM engine with a synced adapter."""
+
+    def __init__(self, backend: str, base_model: str, train: Mapping, lora: Mapping, out_dir):
+        self.backend = backend
+        self.sampler = None
+        if backend == "vllm":
+            from dashrepro.vllm_backend import VLLMSampler
+
+            options = dict(train.get("vllm") or {})
+            self.sampler = VLLMSampler(
+                str(base_model),
+                max_lora_rank=lora["r"],
+                enable_sleep_mode=True,
+                max_model_len=train.get("max_total_length"),
+                **options,
+            )
+            self.adapter_dir = Path(out_dir) / RESUME_DIR / "rollout-adapter"
+
+    def sample(self, model, tokenizer, prompts, settings, seed, rank: int):
+        if self.backend == "hf":
+            return sample_responses(model, tokenizer, prompts, settings, seed=seed)
+        # vLLM serves the adapter from disk: write the current one, sync, sample, then sleep so
+        # that training gets the GPU memory back (level 1 keeps the weights in CPU memory).
+        folder = self.adapter_dir / f"rank{rank}"
+        model.save_pretrained(str(folder))
+        self.sampler.wake_up()
+        self.sampler.sync_adapter(folder)
+        samples = self.sampler.sample(prompts, settings, seed, adapter_dir=folder)
+        self.sampler.sleep(level=1)
+        return samples
+
+
+# ----------------------------------------------------------------------------------------------
+# Training
+# ----------------------------------------------------------------------------------------------
+
+
+def _check_training_data(data: pd.DataFrame, where: str) -> None:
+    missing = data["reference_solution"].isna() | (
+        data["reference_solution"].astype(str).str.strip() == ""
+    )
+    if missing.any():
+        raise ValueError(
+            f"{where}: {int(missing.sum())} rows without a reference solution, e.g. "
+            f"ids {list(data.loc[missing, 'id'][:5])}"
+        )
+
+
+def _export_adapter(state: Path, checkpoint: Path) -> None:
+    """The declared PEFT checkpoint folder, copied from a training state's adapter files."""
+    with atomic_dir(checkpoint) as tmp:
+        for name in (checkpointing.ADAPTER_CONFIG, checkpointing.ADAPTER_WEIGHTS):
+            shutil.copy2(state / name, tmp / name)
 
 
 def train_run(
@@ -120,152 +472,427 @@ def train_run(
     protocol: TeacherProtocol,
     seed: int,
     log: Callable[[str], None] = print,
+    trace_rollouts: int = 4,
+    progress: bool = False,
 ) -> pd.DataFrame:
-    """Train one (method, scale, seed) run; write checkpoints under ``out_dir``; return metrics."""
+    """Train one (method, scale, seed) run into ``out_dir``, resuming if a state is there."""
     out_dir = Path(out_dir)
+    resume_root = out_dir / RESUME_DIR
+    accelerator = make_accelerator(train)
+    rank, world = accelerator.process_index, accelerator.num_processes
     tokenizer = AutoTokenizer.from_pretrained(str(base_model_dir))
-    model = load_lora_student(base_model_dir, lora, seed)
+    tokenizer.padding_side = "right"  # the protocol's padding for training batches
+    model = load_lora_student(base_model_dir, lora, seed, train)
     data = pd.read_parquet(train_parquet)
-    missing = data["reference_solution"].isna() | (data["reference_solution"].str.strip() == "")
-    if missing.any():
+    _check_training_data(data, str(train_parquet))
+
+    accum = int(train["grad_accumulation"])
+    micro = int(train["micro_batch_size"])
+    if micro % method.group_size:
         raise ValueError(
-            f"{train_parquet}: {int(missing.sum())} rows without a reference solution, e.g. "
-            f"ids {list(data.loc[missing, 'id'][:5])}"
+            f"methods.{method.name}.grpo.group_size {method.group_size} must divide "
+            f"micro_batch_size {micro}"
         )
+    problems_per_micro = micro // method.group_size
+    micros_per_step = accum * world
+    steps = int(train["steps"])
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(
         trainable, lr=train["lr"], betas=(0.9, 0.999), eps=1e-8, weight_decay=0.0
     )
-    steps = train["steps"]
+    # Stepped once per optimisation step by hand (an accelerate-prepared scheduler would step
+    # once per process).
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: max(0.0, 1.0 - s / steps))
+    model, optimizer = accelerator.prepare(model, optimizer)
+    policy = accelerator.unwrap_model(model)
+    device = accelerator.device
+
+    deepspeed = bool(train.get("deepspeed_config"))
+    optimizer_state = _StateInAccelerateFolder() if deepspeed else optimizer
+    run_config = run_fingerprint_config(method, train, lora, protocol, seed)
+    run_config["num_processes"] = world
+    start_step, rows, traces = 0, [], []
+    latest = checkpointing.latest_complete_checkpoint(resume_root)
+    if latest is not None:
+        resumed = checkpointing.load_training_state(
+            latest,
+            model=policy,
+            optimizer=optimizer_state,
+            scheduler=scheduler,
+            python_rng=random.Random(seed),
+            run_config=run_config,
+        )
+        start_step = int(resumed["step"])
+        if deepspeed:
+            accelerator.load_state(str(resume_root / f"deepspeed-step-{start_step:06d}"))
+        if (resume_root / "train_metrics.parquet").exists():
+            done = pd.read_parquet(resume_root / "train_metrics.parquet")
+            rows = done[done["step"] <= start_step].to_dict("records")
+        if (resume_root / "token_traces.parquet").exists():
+            done = pd.read_parquet(resume_root / "token_traces.parquet")
+            traces = [done[done["step"] <= start_step]]
+        log(f"[train] resuming {method.name} seed {seed} after step {start_step} from {latest}")
+
     sampling = SamplingSettings(
         temperature=train["temperature"],
         top_p=train["top_p"],
         top_k=train["top_k"],
         max_new_tokens=train["max_new_tokens"],
     )
-    rng = random.Random(seed)
-    order: list[int] = []
+    max_total = int(train.get("max_total_length") or 10**9)
+    rollouts = _Rollouts(
+        train.get("rollout_backend", "hf"), str(base_model_dir), train, lora, out_dir
+    )
     pad_id = tokenizer.pad_token_id
     save_at = set(checkpoint_steps(train))
-    rows = []
+    trace_at = {1, *save_at}
+    bar = None
+    if progress and accelerator.is_main_process:
+        from tqdm import tqdm
+
+        bar = tqdm(total=steps, initial=start_step, desc=f"{method.name} seed {seed}")
+
+    def save_state(step: int) -> None:
+        accelerator.wait_for_everyone()
+        if deepspeed:
+            # ZeRO-2 partitions the optimizer moments over the processes: each saves its part.
+            accelerator.save_state(str(resume_root / f"deepspeed-step-{step:06d}"))
+        if accelerator.is_main_process:
+            state = checkpointing.state_dir(resume_root, step)
+            checkpointing.save_training_state(
+                state,
+                model=policy,
+                optimizer=optimizer_state,
+                scheduler=scheduler,
+                step=step,
+                data_state={"examples_consumed": step * micros_per_step * problems_per_micro},
+                python_rng=random.Random(seed),
+                run_config=run_config,
+            )
+            write_parquet(resume_root / "train_metrics.parquet", pd.DataFrame(rows))
+            if traces:
+                write_parquet(resume_root / "token_traces.parquet", pd.concat(traces))
+            checkpointing.prune_states(resume_root, keep_steps=set())
+        accelerator.wait_for_everyone()
+
     model.train()
-    for step in range(1, steps + 1):
-        timings = dict.fromkeys(("rollout", "teacher", "student", "optimizer"), 0.0)
-        step_metrics: list[dict] = []
-        optimizer.zero_grad(set_to_none=True)
-        for micro in range(train["grad_accumulation"]):
-            if len(order) < train["micro_batch_size"]:
-                fresh = list(range(len(data)))
-                rng.shuffle(fresh)
-                order += fresh
-            batch = data.iloc[order[: train["micro_batch_size"]]]
-            order = order[train["micro_batch_size"] :]
-
-            t0 = time.perf_counter()
-            student_prompts = [render_student_prompt(tokenizer, p) for p in batch["problem"]]
-            samples = sample_responses(
-                model,
-                tokenizer,
-                student_prompts,
-                sampling,
-                seed=seed * 1_000_003 + step * 101 + micro,
-            )
-            timings["rollout"] += time.perf_counter() - t0
-            responses = [s.token_ids for s in samples]
-            kept = [i for i, r in enumerate(responses) if any(t != pad_id for t in r)]
-            if not kept:
-                log(f"[train] step {step}: every rollout was empty; skipping the micro-batch")
-                continue
-
-            t0 = time.perf_counter()
-            teacher_texts = [
-                render_teacher_prompt(tokenizer, p, s, protocol)
-                for p, s in zip(batch["problem"], batch["reference_solution"], strict=True)
-            ]
-            s_prompt_ids = [encode(tokenizer, student_prompts[i]) for i in kept]
-            t_prompt_ids = [encode(tokenizer, teacher_texts[i]) for i in kept]
-            kept_responses = [responses[i] for i in kept]
-            width = max(len(r) for r in kept_responses)
-            mask = torch.zeros((len(kept), width))
-            for row, r in enumerate(kept_responses):
-                mask[row, : len(r)] = 1.0
-            t_ids, t_mask, t_len = right_pad_concat(t_prompt_ids, kept_responses, pad_id)
-            with torch.no_grad(), model.disable_adapter():
-                teacher_logits = response_logits(
-                    model(input_ids=t_ids, attention_mask=t_mask).logits, t_len, width
+    with checkpointing.PreemptionGuard(log=None) as guard:
+        for step in range(start_step + 1, steps + 1):
+            timings = dict.fromkeys(("rollout", "teacher", "student", "optimizer"), 0.0)
+            sums = dict.fromkeys(COUNT_KEYS, 0.0)
+            micro_metrics: list[dict[str, float]] = []
+            for a in range(accum):
+                global_micro = a * world + rank
+                idx = micro_batch_rows(
+                    len(data), seed, step, global_micro, problems_per_micro, micros_per_step
                 )
-            timings["teacher"] += time.perf_counter() - t0
+                batch = data.iloc[idx]
+                with accelerator.accumulate(model):
+                    out = _micro_step(
+                        method=method,
+                        model=model,
+                        policy=policy,
+                        tokenizer=tokenizer,
+                        batch=batch,
+                        protocol=protocol,
+                        sampling=sampling,
+                        rollouts=rollouts,
+                        seed=seed,
+                        step=step,
+                        global_micro=global_micro,
+                        max_total=max_total,
+                        pad_id=pad_id,
+                        device=device,
+                        rank=rank,
+                        timings=timings,
+                        trainable=trainable,
+                        accelerator=accelerator,
+                    )
+                for key in COUNT_KEYS:
+                    sums[key] += out["counts"].get(key, 0.0)
+                if out["metrics"]:
+                    micro_metrics.append(out["metrics"])
+                if step in trace_at and global_micro == 0 and out["trace"] is not None:
+                    traces.append(_trace_frame(out["trace"], step, trace_rollouts))
 
             t0 = time.perf_counter()
-            s_ids, s_mask, s_len = right_pad_concat(s_prompt_ids, kept_responses, pad_id)
-            student_logits = response_logits(
-                model(input_ids=s_ids, attention_mask=s_mask).logits, s_len, width
-            )
-            r = objectives.local_signal(
-                student_logits,
-                teacher_logits,
-                mask,
-                divergence=method.divergence,
-                tau=method.tau,
-                top_k=method.top_k,
-            )
-            entropy = (
-                objectives.teacher_entropy(teacher_logits, mask)
-                if method.needs_teacher_entropy
-                else None
-            )
-            agg = objectives.aggregate(
-                method.aggregation, r, mask, teacher_entropy=entropy, **method.params
-            )
-            (agg.loss / train["grad_accumulation"]).backward()
-            timings["student"] += time.perf_counter() - t0
+            lr_used = optimizer.param_groups[0]["lr"]
+            # Gradient-norm clipping at 1.0: TRL's default max_grad_norm, which the OPSD
+            # authors' trainer (built on TRL) inherits; the paper does not list it.
+            if not accelerator.sync_gradients:
+                raise RuntimeError("gradient accumulation out of step with the trainer's steps")
+            grad_norm = accelerator.clip_grad_norm_(trainable, 1.0)  # None under DeepSpeed
+            optimizer.step()
+            scheduler.step()
+            optimizer.zero_grad(set_to_none=True)
+            timings["optimizer"] = time.perf_counter() - t0
 
-            correct = [
-                extract_last_boxed(samples[i].text) == str(batch["answer"].iloc[i]) for i in kept
-            ]
-            step_metrics.append(
-                {
-                    "loss": float(agg.loss.detach()),
-                    **{k: float(v) for k, v in agg.diagnostics.items()},
-                    "response_length": float(mask.sum(1).mean()),
-                    "truncated_fraction": sum(samples[i].finish_reason == "length" for i in kept)
-                    / len(kept),
-                    "rollout_accuracy": sum(correct) / len(correct),
-                    "empty_rollouts": len(responses) - len(kept),
-                    "tokens": float(mask.sum()),
-                }
+            row = _reduce_step_metrics(accelerator, micro_metrics, sums, timings, device)
+            row.update(
+                step=step, lr=lr_used, grad_norm=math.nan if grad_norm is None else float(grad_norm)
             )
-
-        t0 = time.perf_counter()
-        lr_used = optimizer.param_groups[0]["lr"]
-        # Gradient-norm clipping at 1.0: TRL's default max_grad_norm, which the OPSD authors'
-        # trainer (built on TRL) inherits; the paper does not list it.
-        torch.nn.utils.clip_grad_norm_(trainable, 1.0)
-        optimizer.step()
-        scheduler.step()
-        timings["optimizer"] = time.perf_counter() - t0
-        merged = (
-            pd.DataFrame(step_metrics).mean(numeric_only=True).to_dict() if step_metrics else {}
-        )
-        seconds = sum(timings.values())
-        row = {
-            "step": step,
-            "lr": lr_used,
-            **merged,
-            **{f"seconds_{k}": v for k, v in timings.items()},
-            "tokens_per_second": merged.get("tokens", 0.0)
-            * train["grad_accumulation"]
-            / max(seconds, 1e-9),
-        }
-        rows.append(row)
-        log(
-            f"[train] {method.name} seed {seed} step {step}/{steps} loss {row.get('loss', float('nan')):.4f} "
-            f"acc {row.get('rollout_accuracy', float('nan')):.2f} {row['tokens_per_second']:.0f} tok/s"
-        )
-        if step in save_at:
-            with atomic_dir(out_dir / f"checkpoint-{step}") as tmp:
-                model.save_pretrained(str(tmp))
+            seconds = sum(timings.values())
+            row["tokens_per_second"] = row["tokens"] / max(seconds, 1e-9)
+            rows.append(row)
+            if bar is not None:
+                bar.update(1)
+                bar.set_postfix(loss=f"{row['loss']:.4f}", tok_s=f"{row['tokens_per_second']:.0f}")
+            log(
+                f"[train] {method.name} seed {seed} step {step}/{steps} "
+                f"loss {row['loss']:.4f} acc {row['rollout_accuracy']:.2f} "
+                f"{row['tokens_per_second']:.0f} tok/s"
+            )
+            preempted = _any_process(accelerator, guard.requested is not None)
+            if step in save_at or preempted:
+                save_state(step)
+                if step in save_at and accelerator.is_main_process:
+                    _export_adapter(
+                        checkpointing.state_dir(resume_root, step), out_dir / f"checkpoint-{step}"
+                    )
+            if preempted:
+                log(f"[train] {guard.requested}: state saved after step {step}; exiting to resume")
+                raise SystemExit(checkpointing.PREEMPTED_EXIT_CODE)
+    if bar is not None:
+        bar.close()
     metrics = pd.DataFrame(rows)
-    write_parquet(out_dir / "train_metrics.parquet", metrics)
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        # The declared checkpoints of earlier steps, in case Snakemake removed them when the
+        # killed job was rerun (the states under .resume keep every adapter).
+        for step in sorted(save_at):
+            if not (out_dir / f"checkpoint-{step}" / checkpointing.ADAPTER_WEIGHTS).exists():
+                _export_adapter(
+                    checkpointing.state_dir(resume_root, step), out_dir / f"checkpoint-{step}"
+                )
+        if traces:
+            write_parquet(out_dir / "token_traces.parquet", pd.concat(traces, ignore_index=True))
+        write_parquet(out_dir / "train_metrics.parquet", metrics)
+        shutil.rmtree(resume_root, ignore_errors=True)
+    accelerator.wait_for_everyone()
     return metrics
+
+
+class _StateInAccelerateFolder:
+    """Stands in for the optimizer in ``checkpointing`` when DeepSpeed saves the moments."""
+
+    def state_dict(self) -> dict:
+        return {}
+
+    def load_state_dict(self, state: Mapping) -> None:
+        pass
+
+
+def _any_process(accelerator, flag: bool) -> bool:
+    if accelerator.num_processes == 1:
+        return flag
+    value = torch.tensor([1.0 if flag else 0.0], device=accelerator.device)
+    return bool(accelerator.reduce(value, reduction="sum").item() > 0)
+
+
+def _reduce_step_metrics(accelerator, micro_metrics, sums, timings, device) -> dict[str, float]:
+    """Means of METRIC_KEYS over micro-batches and processes; sums of COUNT_KEYS; timings."""
+    means = [
+        float(pd.Series([m.get(k, math.nan) for m in micro_metrics], dtype=float).mean())
+        if micro_metrics
+        else math.nan
+        for k in METRIC_KEYS
+    ]
+    values = torch.tensor([*means, *(sums[k] for k in COUNT_KEYS)], dtype=torch.float64)
+    if accelerator.num_processes > 1:
+        gathered = accelerator.gather(values.to(device)[None]).cpu()  # [world, K]
+        n = len(METRIC_KEYS)
+        means_t = torch.nanmean(gathered[:, :n], dim=0)
+        counts_t = gathered[:, n:].sum(0)
+        values = torch.cat([means_t, counts_t])
+    row = dict(zip([*METRIC_KEYS, *COUNT_KEYS], values.tolist(), strict=True))
+    row.update({f"seconds_{k}": v for k, v in timings.items()})
+    return row
+
+
+def _trace_frame(trace: Mapping[str, Any], step: int, n_rollouts: int) -> pd.DataFrame:
+    mask = trace["mask"][:n_rollouts].bool()
+    rows = []
+    for b in range(mask.shape[0]):
+        for t in range(int(mask[b].sum())):
+            row = {
+                "step": step,
+                "rollout": b,
+                "problem_id": trace["problem_ids"][b],
+                "position": t,
+                "token_id": int(trace["tokens"][b, t]),
+            }
+            for key in ("r", "teacher_entropy", "gate", "coefficient"):
+                if key in trace:
+                    row[key] = float(trace[key][b, t])
+            rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def _micro_step(
+    *,
+    method,
+    model,
+    policy,
+    tokenizer,
+    batch,
+    protocol,
+    sampling,
+    rollouts,
+    seed,
+    step,
+    global_micro,
+    max_total,
+    pad_id,
+    device,
+    rank,
+    timings,
+    trainable,
+    accelerator,
+) -> dict:
+    """Rollouts, teacher scoring and backward of one micro-batch; returns its metrics."""
+    counts = {"skipped_long_prompts": 0.0, "empty_rollouts": 0.0, "rollouts": 0.0, "tokens": 0.0}
+    group = method.group_size
+    problems = list(batch["problem"])
+    student_prompts = [render_student_prompt(tokenizer, p) for p in problems for _ in range(group)]
+    s_prompt_ids = [encode(tokenizer, p) for p in student_prompts]
+    longest = max(len(p) for p in s_prompt_ids)
+    if longest + 1 > max_total:
+        # Rollouts must fit max_total_length together with their prompt; never truncate one.
+        counts["skipped_long_prompts"] = float(len(s_prompt_ids))
+        _zero_backward(trainable, model, accelerator)
+        return {"counts": counts, "metrics": {}, "trace": None}
+    settings = SamplingSettings(
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        top_k=sampling.top_k,
+        max_new_tokens=min(sampling.max_new_tokens, max_total - longest),
+        batch_size=sampling.batch_size,
+    )
+    t0 = time.perf_counter()
+    samples = rollouts.sample(
+        policy,
+        tokenizer,
+        student_prompts,
+        settings,
+        derive_seed(seed, step, global_micro, "rollout"),
+        rank,
+    )
+    timings["rollout"] += time.perf_counter() - t0
+    responses = [s.token_ids for s in samples]
+    kept = [i for i, r in enumerate(responses) if any(t != pad_id for t in r)]
+    counts["empty_rollouts"] = float(len(responses) - len(kept))
+    # A GRPO group is only meaningful whole: a group with an empty rollout is dropped.
+    if group > 1:
+        kept = [
+            i for i in kept if all(j in kept for j in range(i - i % group, i - i % group + group))
+        ]
+    if not kept:
+        _zero_backward(trainable, model, accelerator)
+        return {"counts": counts, "metrics": {}, "trace": None}
+
+    rows_of = [i // group for i in kept]
+    kept_responses = [responses[i] for i in kept]
+    width = max(len(r) for r in kept_responses)
+    mask = torch.zeros((len(kept), width), device=device)
+    tokens = torch.full((len(kept), width), pad_id, dtype=torch.long, device=device)
+    for row, r in enumerate(kept_responses):
+        mask[row, : len(r)] = 1.0
+        tokens[row, : len(r)] = torch.tensor(r, device=device)
+
+    t0 = time.perf_counter()
+    view_logits = []
+    n_views = len(teacher_views(method, "x", "x"))
+    for view in range(n_views):
+        t_prompt_ids = []
+        for i in rows_of:
+            reference = teacher_views(
+                method,
+                batch["reference_solution"].iloc[i],
+                str(batch["answer"].iloc[i]),
+            )[view]
+            text = render_teacher_prompt(tokenizer, problems[i], reference, protocol)
+            t_prompt_ids.append(encode(tokenizer, text))
+        t_ids, t_mask, t_len = right_pad_concat(t_prompt_ids, kept_responses, pad_id)
+        with torch.no_grad(), policy.disable_adapter():
+            logits = policy(input_ids=t_ids.to(device), attention_mask=t_mask.to(device)).logits
+            view_logits.append(response_logits(logits, t_len, width).float())
+    timings["teacher"] += time.perf_counter() - t0
+
+    t0 = time.perf_counter()
+    s_ids, s_mask, s_len = right_pad_concat([s_prompt_ids[i] for i in kept], kept_responses, pad_id)
+    # LoRA dropout draws from torch's global generator: seed it per micro-batch so that the
+    # masks depend on (seed, step, micro-batch) only -- the same on 1 or N processes, and after
+    # a resume.
+    torch.manual_seed(derive_seed(seed, step, global_micro, "dropout"))
+    student_logits = response_logits(
+        model(input_ids=s_ids.to(device), attention_mask=s_mask.to(device)).logits, s_len, width
+    )
+    rewards = None
+    answers = [str(batch["answer"].iloc[i]) for i in rows_of]
+    correct = [
+        reward_exact_match(samples[i].text, gold) for i, gold in zip(kept, answers, strict=True)
+    ]
+    if method.grpo:
+        rewards = torch.tensor(correct, dtype=torch.float32, device=device)
+    result = method_loss(method, student_logits, view_logits, tokens, mask, rewards)
+    accelerator.backward(result.loss)
+    timings["student"] += time.perf_counter() - t0
+
+    counts["rollouts"] = float(len(kept))
+    counts["tokens"] = float(mask.sum())
+    metrics = dict(result.metrics)
+    metrics.update(
+        response_length=float(mask.sum(1).mean()),
+        truncated_fraction=sum(samples[i].finish_reason == "length" for i in kept) / len(kept),
+        rollout_accuracy=sum(correct) / len(correct),
+        reward_mean=sum(correct) / len(correct),
+    )
+    trace = {
+        **{k: v.detach().cpu() for k, v in result.trace.items()},
+        "mask": mask.cpu(),
+        "tokens": tokens.cpu(),
+        "problem_ids": [str(batch["id"].iloc[i]) for i in rows_of],
+    }
+    return {"counts": counts, "metrics": metrics, "trace": trace}
+
+
+def _zero_backward(trainable, model, accelerator) -> None:
+    """A backward pass that contributes nothing, so that every process joins the all-reduce."""
+    loss = sum(p.sum() for p in trainable) * 0.0
+    accelerator.backward(loss)
+
+
+# ----------------------------------------------------------------------------------------------
+# Command line (accelerate launch, tests)
+# ----------------------------------------------------------------------------------------------
+
+
+def run_from_json(path: str | Path) -> pd.DataFrame:
+    """Train from a JSON file holding train_run's keyword arguments (protocol as its mapping)."""
+    spec = json.loads(Path(path).read_text())
+    return train_run(
+        base_model_dir=spec["base_model_dir"],
+        train_parquet=spec["train_parquet"],
+        out_dir=spec["out_dir"],
+        method=MethodSpec.from_config(spec["method_name"], spec["method"]),
+        train=spec["train"],
+        lora=spec["lora"],
+        protocol=TeacherProtocol.from_config(spec["protocol"]),
+        seed=int(spec["seed"]),
+        trace_rollouts=int(spec.get("trace_rollouts", 4)),
+        progress=bool(spec.get("progress", False)),
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--spec", required=True, help="JSON file with train_run's arguments")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    run_from_json(args.spec)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
