@@ -36,3 +36,8 @@ rule all_tables:
 rule all_figures:
     input:
         figure_files(),
+
+
+rule train_all_methods:
+    input:
+        train_all_methods_files(),

@@ -26,7 +26,7 @@ rule sft_base_model:
 
 rule evaluate_base_model:
     input:
-        weights=f"{RESULTS}/base_model/{{scale}}/model.safetensors",
+        unpack(base_model_inputs_of),
         benchmarks=list(benchmark_files().values()),
     output:
         accuracy=f"{RESULTS}/eval/base/{{scale}}/accuracy.json",
@@ -40,6 +40,7 @@ rule evaluate_base_model:
         "../envs/cpu.yaml"
     threads: 2
     params:
+        base_model=base_model_of,
         benchmarks=BENCHMARKS,
         generation=GENERATION,
         grading=GRADING,

@@ -1,4 +1,5 @@
 # Shared configuration and the small named input functions of the workflow.
+import os
 import sys
 from pathlib import Path
 
@@ -105,6 +106,41 @@ def benchmark_files():
 
 def base_model_dir(scale):
     return f"{RESULTS}/base_model/{scale}"
+
+
+def base_model_ref(scale):
+    """What from_pretrained loads: the embedded model's folder, or the scale's id / local folder."""
+    spec = config["scales"][scale]
+    return base_model_dir(scale) if spec["source"] == "embedded" else spec["model"]
+
+
+def base_model_inputs(scale):
+    """Base model files that rules take as inputs: the embedded model's weights, a local
+    folder, or nothing for a Hugging Face id (fetched by from_pretrained on the cluster).
+    """
+    spec = config["scales"][scale]
+    if spec["source"] == "embedded":
+        return {"base_model": f"{base_model_dir(scale)}/model.safetensors"}
+    if os.path.isdir(spec["model"]):
+        return {"base_model": spec["model"]}
+    return {}
+
+
+def base_model_inputs_of(wildcards):
+    return base_model_inputs(wildcards.scale)
+
+
+def base_model_of(wildcards):
+    return base_model_ref(wildcards.scale)
+
+
+def train_all_methods_files():
+    """Every configured method trained for the first seed at the main table's scale."""
+    scale = TABLE["scale"]
+    return [
+        f"{run_dir(method, scale, SEEDS[0])}/train_metrics.parquet"
+        for method in config["methods"]
+    ]
 
 
 def checkpoint_files(wildcards):

@@ -4,8 +4,8 @@
 
 rule generate_checkpoint_responses:
     input:
+        unpack(base_model_inputs_of),
         adapter=f"{RESULTS}/runs/{{method}}/{{scale}}/seed{{seed}}/checkpoint-{{step}}/adapter_model.safetensors",
-        weights=lambda wc: f"{base_model_dir(wc.scale)}/model.safetensors",
         benchmarks=list(benchmark_files().values()),
     output:
         responses=f"{RESULTS}/eval/{{method}}/{{scale}}/seed{{seed}}/step{{step}}/responses.parquet",
@@ -17,6 +17,7 @@ rule generate_checkpoint_responses:
         "../envs/cpu.yaml"
     threads: 1
     params:
+        base_model=base_model_of,
         benchmarks=BENCHMARKS,
         generation=GENERATION,
     script:

@@ -8,7 +8,7 @@ for _scale in config["scales"]:
         name:
             f"train_lora_{_scale}"
         input:
-            weights=f"{base_model_dir(_scale)}/model.safetensors",
+            **base_model_inputs(_scale),
             train=f"{RESULTS}/data/train.parquet",
         output:
             checkpoints=[
@@ -16,14 +16,16 @@ for _scale in config["scales"]:
                 for step in steps_for_scale(_scale)
             ],
             metrics=f"{RESULTS}/runs/{{method}}/{_scale}/seed{{seed}}/train_metrics.parquet",
+            traces=f"{RESULTS}/runs/{{method}}/{_scale}/seed{{seed}}/token_traces.parquet",
         log:
             f"{RESULTS}/logs/train_lora/{{method}}/{_scale}/seed{{seed}}.log",
         benchmark:
             f"{RESULTS}/benchmarks/train_lora/{{method}}/{_scale}/seed{{seed}}.tsv"
         conda:
             "../envs/cpu.yaml"
-        threads: 1
+        threads: config["scales"][_scale]["train"].get("num_processes", 1)
         params:
+            base_model=lambda wc, scale=_scale: base_model_ref(scale),
             method=method_training_spec,
             train=config["scales"][_scale]["train"],
             lora=config["scales"][_scale]["lora"],

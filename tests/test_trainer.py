@@ -3,6 +3,8 @@
 import pandas as pd
 import pytest
 import torch
+import yaml
+from conftest import REPO_ROOT
 
 from dashrepro import objectives
 from dashrepro.prompts import TeacherProtocol
@@ -162,3 +164,78 @@ def test_loss_comes_from_the_objectives_module():
     loss = objectives.aggregate("opsd", r, mask).loss
     expected = ((r[0].sum() / 5) + (r[1, :3].sum() / 3)) / 2
     assert torch.allclose(loss, expected)
+
+
+def _every_method(config):
+    return sorted(config["methods"])
+
+
+@pytest.mark.parametrize(
+    "method",
+    _every_method(yaml.safe_load((REPO_ROOT / "workflow_config.yaml").read_text())),
+)
+def test_every_configured_method_trains_through_the_trainer(
+    tiny_setup, tmp_path, default_config, method
+):
+    folder, data, _ = tiny_setup
+    spec = {k: v for k, v in default_config["methods"][method].items() if k != "label"}
+    train = {
+        "steps": 1,
+        "checkpoint_every": 1,
+        "lr": 1e-2,
+        "micro_batch_size": 8,
+        "grad_accumulation": 1,
+        "max_new_tokens": 8,
+        "temperature": 1.1,
+        "top_p": 0.95,
+        "top_k": 20,
+    }
+    metrics = train_run(
+        base_model_dir=folder,
+        train_parquet=data,
+        out_dir=tmp_path,
+        method=MethodSpec.from_config(method, spec),
+        train=train,
+        lora=LORA,
+        protocol=TeacherProtocol.from_config(default_config["protocol"]),
+        seed=0,
+        log=lambda _: None,
+    )
+    row = metrics.iloc[0]
+    assert row["rollouts"] == 8 and row["tokens"] > 0
+    assert torch.isfinite(torch.tensor(row["loss"])) and row["grad_norm"] > 0
+    if spec.get("grpo"):
+        assert torch.isfinite(torch.tensor(row["grpo_loss"]))
+    from safetensors.torch import load_file
+
+    trained = load_file(tmp_path / "checkpoint-1" / "adapter_model.safetensors")
+    assert any(bool(t.abs().sum() > 0) for k, t in trained.items() if "lora_B" in k)
+
+
+def test_avsd_teacher_views_are_full_half_and_answer_only():
+    from dashrepro.trainer import teacher_views
+
+    spec = MethodSpec("avsd", "opsd", "forward_kl", None, objective="avsd")
+    full, half, answer = teacher_views(spec, "one two three four five six", "42")
+    assert full == "one two three four five six"
+    assert half == "one two" and full.startswith(half)
+    assert answer == "The final answer is \\boxed{42}."
+    plain = MethodSpec("dash", "dash", "forward_kl", None)
+    assert teacher_views(plain, "sol", "1") == ["sol"]
+
+
+def test_grpo_advantages_without_and_with_aggregation():
+    from dashrepro.trainer import grpo_token_advantages
+
+    rewards = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1]], dtype=torch.float)
+    flat = grpo_token_advantages(rewards, mask, 4, {"aggregate": False})
+    top = flat[0, 0]
+    assert top > 0 and torch.allclose(flat[0], top.repeat(3))
+    assert flat[1, 2] == 0  # padding carries nothing
+    spread = grpo_token_advantages(
+        rewards, mask, 4, {"aggregate": True, "gamma": 0.95, "lam": 0.95}
+    )
+    # The outcome advantage arrives at the last real token and decays by 0.95^2 per step back.
+    assert torch.allclose(spread[0], top * torch.tensor([0.9025**2, 0.9025, 1.0]))
+    assert torch.allclose(spread[1, :2], flat[1, 0] * torch.tensor([0.9025, 1.0]))

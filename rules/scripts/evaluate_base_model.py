@@ -23,7 +23,7 @@ def main(snakemake) -> None:
     from dashrepro.prompts import TeacherProtocol
     from dashrepro.provenance import write_provenance
 
-    base_dir = Path(snakemake.input.weights).parent
+    base_dir = snakemake.params.base_model
     bench_files = dict(zip(snakemake.params.benchmarks, snakemake.input.benchmarks, strict=True))
     protocol = TeacherProtocol.from_config(snakemake.params.protocol)
     record = {"scale": snakemake.wildcards.scale}

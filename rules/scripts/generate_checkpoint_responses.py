@@ -14,7 +14,7 @@ def main(snakemake) -> None:
 
     wc = snakemake.wildcards
     adapter_dir = Path(snakemake.input.adapter).parent
-    base_dir = Path(snakemake.input.weights).parent
+    base_dir = snakemake.params.base_model
     bench_files = dict(zip(snakemake.params.benchmarks, snakemake.input.benchmarks, strict=True))
     checkpoint = f"{wc.method}/{wc.scale}/seed{wc.seed}/step{wc.step}"
     # Finished shards survive a killed job (they are not declared outputs, so Snakemake keeps

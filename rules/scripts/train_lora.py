@@ -1,5 +1,13 @@
-"""Rule train_lora: one (method, scale, seed) run of LoRA on-policy self-distillation."""
+"""Rule train_lora: one (method, scale, seed) run of LoRA on-policy self-distillation.
 
+One process trains in this script's process. Several (``train.num_processes`` GPUs) are started
+with ``accelerate launch -m dashrepro.trainer``, which reads the same arguments from a JSON file.
+A preempted or killed run resumes from its last training state when the job is rerun.
+"""
+
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 from _bootstrap import setup
@@ -11,32 +19,65 @@ def main(snakemake) -> None:
     from dashrepro.provenance import write_provenance
     from dashrepro.trainer import MethodSpec, train_run
 
-    base_dir = Path(snakemake.input.weights).parent
+    base_model = snakemake.params.base_model
     out_dir = Path(snakemake.output.metrics).parent
-    method = MethodSpec.from_config(snakemake.wildcards.method, snakemake.params.method)
+    train = snakemake.params.train
     seed = int(snakemake.wildcards.seed)
-    train_run(
-        base_model_dir=base_dir,
-        train_parquet=snakemake.input.train,
-        out_dir=out_dir,
-        method=method,
-        train=snakemake.params.train,
-        lora=snakemake.params.lora,
-        protocol=TeacherProtocol.from_config(snakemake.params.protocol),
-        seed=seed,
-        log=log.info,
-    )
+    n_processes = int(train.get("num_processes", 1))
+    if n_processes == 1:
+        train_run(
+            base_model_dir=base_model,
+            train_parquet=snakemake.input.train,
+            out_dir=out_dir,
+            method=MethodSpec.from_config(snakemake.wildcards.method, snakemake.params.method),
+            train=train,
+            lora=snakemake.params.lora,
+            protocol=TeacherProtocol.from_config(snakemake.params.protocol),
+            seed=seed,
+            log=log.info,
+        )
+    else:
+        spec = out_dir.parent / f".seed{seed}.trainer.json"
+        spec.write_text(
+            json.dumps(
+                {
+                    "base_model_dir": str(base_model),
+                    "train_parquet": str(snakemake.input.train),
+                    "out_dir": str(out_dir),
+                    "method_name": snakemake.wildcards.method,
+                    "method": dict(snakemake.params.method),
+                    "train": dict(train),
+                    "lora": dict(snakemake.params.lora),
+                    "protocol": dict(snakemake.params.protocol),
+                    "seed": seed,
+                }
+            )
+        )
+        command = [
+            sys.executable, "-m", "accelerate.commands.launch",
+            "--num_processes", str(n_processes), "--multi_gpu",
+            "-m", "dashrepro.trainer", "--spec", str(spec),
+        ]  # fmt: skip
+        log.info("launching %s", " ".join(command))
+        # The trainer's exit code (PREEMPTED_EXIT_CODE after a preemption notice) is the job's.
+        returncode = subprocess.run(command).returncode
+        if returncode:
+            sys.exit(returncode)
     params = {
+        "base_model": str(base_model),
         "method": snakemake.params.method,
-        "train": snakemake.params.train,
+        "train": train,
         "lora": snakemake.params.lora,
         "protocol": snakemake.params.protocol,
         "seed": seed,
     }
-    inputs = {"base_model": str(base_dir), "train": snakemake.input.train}
+    inputs = {"train": snakemake.input.train}
+    if Path(base_model).exists():
+        inputs["base_model"] = str(base_model)
     for adapter in snakemake.output.checkpoints:
         write_provenance(Path(adapter).parent, "train_lora", inputs=inputs, params=params)
-    write_provenance(snakemake.output.metrics, "train_lora", inputs=inputs, params=params)
+    for output in (snakemake.output.metrics, snakemake.output.traces):
+        write_provenance(output, "train_lora", inputs=inputs, params=params)
 
 
 if __name__ == "__main__":

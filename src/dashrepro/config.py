@@ -21,6 +21,10 @@ import yaml
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 
 
+# The keys each training objective's `objective_params` may hold (objectives.eopd_token_loss).
+OBJECTIVE_PARAMS = {"distill": set(), "eopd": {"entropy_threshold", "top_k"}, "avsd": set()}
+
+
 class ConfigError(ValueError):
     """An invalid workflow configuration; the message names every offending key."""
 
@@ -49,6 +53,12 @@ def check_semantics(config: Mapping) -> list[str]:
                 f"scales.{scale}.train.checkpoint_every: {train['checkpoint_every']} does not "
                 f"divide steps={train['steps']}"
             )
+        if train.get("deepspeed_config") and not Path(train["deepspeed_config"]).is_file():
+            problems.append(
+                f"scales.{scale}.train.deepspeed_config: no such file {train['deepspeed_config']!r}"
+            )
+        if spec["source"] != "embedded":
+            continue
         arch = spec["architecture"]
         if arch["hidden_size"] % arch["num_attention_heads"]:
             problems.append(
@@ -66,6 +76,28 @@ def check_semantics(config: Mapping) -> list[str]:
                 f"known: {sorted(AGGREGATIONS)}"
             )
             continue
+        objective = method.get("objective", "distill")
+        allowed_objective = OBJECTIVE_PARAMS[objective]
+        for key in method.get("objective_params") or {}:
+            if key not in allowed_objective:
+                problems.append(
+                    f"methods.{name}.objective_params.{key}: does not apply to objective "
+                    f"{objective!r} (it takes {sorted(allowed_objective) or 'no params'})"
+                )
+        if objective != "distill" and (aggregation != "opsd" or method["params"]):
+            problems.append(
+                f"methods.{name}.aggregation: objective {objective!r} has its own per-token "
+                "loss; set `aggregation: opsd` and `params: {}`"
+            )
+        grpo = method.get("grpo")
+        if grpo:
+            for scale, spec in config["scales"].items():
+                if spec["train"]["micro_batch_size"] % grpo["group_size"]:
+                    problems.append(
+                        f"methods.{name}.grpo.group_size: {grpo['group_size']} does not divide "
+                        f"scales.{scale}.train.micro_batch_size "
+                        f"{spec['train']['micro_batch_size']}"
+                    )
         allowed = aggregation_param_names(aggregation)
         for key in method["params"]:
             if key not in allowed:

@@ -68,7 +68,10 @@ def write_provenance(
     hashed: dict[str, Any] = {}
     for name, value in (inputs or {}).items():
         paths = value if isinstance(value, list | tuple) else [value]
-        hashed[name] = [{"path": str(p), "sha256": sha256_path(p)} for p in paths]
+        # A name that is not a local path (a Hugging Face model id) is recorded as given.
+        hashed[name] = [
+            {"path": str(p), "sha256": sha256_path(p) if Path(p).exists() else None} for p in paths
+        ]
     record = {
         "stage": stage,
         "output": str(output),
