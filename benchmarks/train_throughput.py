@@ -80,6 +80,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import inspect
 import os
 import random
 import re
@@ -188,6 +189,9 @@ def train_settings(args, config: dict) -> dict:
         # Past the last step: no checkpoint is written inside the timed loop.
         checkpoint_every=args.warmup_steps + args.steps + 1,
     )
+    # The comparison is the CPU one, like for like with TRL's settings below: fp32 weights and
+    # Hugging Face generate for rollouts (GPU entries of the config would not run here anyway).
+    train.update(precision="fp32", rollout_backend="hf", gradient_checkpointing=False)
     if args.micro_batch_size is not None:
         train["micro_batch_size"] = args.micro_batch_size
     if args.max_new_tokens is not None:
@@ -211,9 +215,15 @@ def mean_prompt_lengths(base_dir: Path, train_parquet: Path, protocol, rows: int
     frame = pd.read_parquet(train_parquet).head(rows)
     student, teacher = [], []
     for problem, solution in zip(frame["problem"], frame["reference_solution"], strict=True):
-        student.append(len(tokenizer(render_student_prompt(tokenizer, problem))["input_ids"]))
+        student.append(
+            len(
+                tokenizer(render_student_prompt(tokenizer, problem), add_special_tokens=False)[
+                    "input_ids"
+                ]
+            )
+        )
         prompt = render_teacher_prompt(tokenizer, problem, solution, protocol)
-        teacher.append(len(tokenizer(prompt)["input_ids"]))
+        teacher.append(len(tokenizer(prompt, add_special_tokens=False)["input_ids"]))
     return statistics.fmean(student), statistics.fmean(teacher)
 
 
@@ -239,11 +249,13 @@ def run_ours(args, config, method_name, base_dir, train_parquet, work, teacher_c
     # through module attributes, so wrapping them here times exactly what train_run runs.
     # functools.wraps keeps the signature, which aggregate() inspects for accepted parameters.
     bucket = {"coefficients": 0.0, "aggregate": 0.0}
+    calls = {"coefficients": 0}
     coef_fn = objectives.AGGREGATIONS[method.aggregation]
     aggregate_fn = objectives.aggregate
 
     @functools.wraps(coef_fn)
     def timed_coefficients(*a, **k):
+        calls["coefficients"] += 1
         t0 = time.perf_counter()
         try:
             return coef_fn(*a, **k)
@@ -276,7 +288,8 @@ def run_ours(args, config, method_name, base_dir, train_parquet, work, teacher_c
         metrics = train_run(
             base_model_dir=base_dir,
             train_parquet=train_parquet,
-            out_dir=work / f"out-{name.replace('/', '-')}",
+            # A fresh folder per run: train_run resumes from a state it finds in out_dir.
+            out_dir=tempfile.mkdtemp(prefix="ours-", dir=work),
             method=method,
             train=train_settings(args, config),
             lora=config["scales"][args.scale]["lora"],
@@ -288,6 +301,11 @@ def run_ours(args, config, method_name, base_dir, train_parquet, work, teacher_c
         objectives.AGGREGATIONS[method.aggregation] = coef_fn
         objectives.aggregate = aggregate_fn
 
+    if not calls["coefficients"]:
+        raise RuntimeError(
+            f"train_run never called objectives.AGGREGATIONS[{method.aggregation!r}]: the direct "
+            "coefficient timing no longer matches the trainer"
+        )
     metrics = metrics.set_index("step")
     measured = [s for s in metrics.index if s > args.warmup_steps]
     if any(s not in step_end or s - 1 not in step_end for s in measured):
@@ -356,7 +374,12 @@ def run_trl(args, config, base_dir, train_parquet, work) -> Run:
     lora = config["scales"][args.scale]["lora"]
     # Student: our own base + LoRA construction (same adapter init for the same seed); teacher: a
     # frozen copy of the same base weights -- what our trainer gets by disabling the adapter.
-    student = load_lora_student(base_dir, lora, args.seed)
+    # load_lora_student takes the train settings (precision, attention, checkpointing) in newer
+    # versions of the trainer; pass them where accepted so the student is built as train_run's.
+    accepts_train = "train" in inspect.signature(load_lora_student).parameters
+    student = load_lora_student(
+        base_dir, lora, args.seed, **({"train": train} if accepts_train else {})
+    )
     teacher = AutoModelForCausalLM.from_pretrained(str(base_dir), dtype=torch.float32)
     teacher.requires_grad_(False)
     tokenizer = AutoTokenizer.from_pretrained(str(base_dir), padding_side="left")

@@ -31,7 +31,7 @@ def test_default_config_is_valid(repo_root):
         (lambda c: c["methods"]["opsd"]["params"].update(kappa=5.0), "methods.opsd.params.kappa"),
         (lambda c: c["methods"]["dash"].update(aggregation="dasch"), "methods.dash.aggregation"),
         (
-            lambda c: c["report"]["main_table"].update(methods=["opsd", "eopd"]),
+            lambda c: c["report"]["main_table"].update(methods=["opsd", "nope"]),
             "report.main_table.methods",
         ),
         (lambda c: c["evaluation"].pop("seed"), "'seed' is a required property"),

@@ -225,17 +225,48 @@ def test_avsd_teacher_views_are_full_half_and_answer_only():
 
 
 def test_grpo_advantages_without_and_with_aggregation():
-    from dashrepro.trainer import grpo_token_advantages
+    from dashrepro.trainer import grpo_sequence_advantages, grpo_token_advantages
 
-    rewards = torch.tensor([1.0, 0.0, 0.0, 0.0])
+    advantages = grpo_sequence_advantages(torch.tensor([1.0, 0.0, 0.0, 0.0]), 4)
+    assert advantages[0] > 0 and torch.allclose(advantages[1:], advantages[1].repeat(3))
     mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1]], dtype=torch.float)
-    flat = grpo_token_advantages(rewards, mask, 4, {"aggregate": False})
+    flat = grpo_token_advantages(advantages, mask, {"aggregate": False})
     top = flat[0, 0]
     assert top > 0 and torch.allclose(flat[0], top.repeat(3))
     assert flat[1, 2] == 0  # padding carries nothing
     spread = grpo_token_advantages(
-        rewards, mask, 4, {"aggregate": True, "gamma": 0.95, "lam": 0.95}
+        advantages, mask, {"aggregate": True, "gamma": 0.95, "lam": 0.95}
     )
     # The outcome advantage arrives at the last real token and decays by 0.95^2 per step back.
     assert torch.allclose(spread[0], top * torch.tensor([0.9025**2, 0.9025, 1.0]))
     assert torch.allclose(spread[1, :2], flat[1, 0] * torch.tensor([0.9025, 1.0]))
+
+
+def test_grpo_groups_may_span_micro_batches_of_one_process():
+    from dashrepro.trainer import rollout_rows
+
+    # 8 rollouts per problem, 2 per micro-batch, 8 micro-batches: 2 problems per process-step,
+    # each spread over 4 consecutive micro-batches.
+    shares = [rollout_rows(50, 0, 1, a, 0, 1, 2, 8, 8) for a in range(8)]
+    first, second = shares[0][0], shares[4][0]
+    assert first != second
+    assert shares[:4] == [[first, first]] * 4 and shares[4:] == [[second, second]] * 4
+    # Without groups each micro-batch reads its own problems, disjoint within the step.
+    plain = [rollout_rows(50, 0, 1, a, 0, 1, 2, 4, 1) for a in range(4)]
+    assert len({row for share in plain for row in share}) == 8
+
+
+def test_deepspeed_config_gets_the_run_batch_sizes(repo_root):
+    from dashrepro.trainer import deepspeed_config
+
+    train = {
+        "deepspeed_config": str(repo_root / "config/deepspeed/zero2_offload.json"),
+        "micro_batch_size": 4,
+        "grad_accumulation": 2,
+    }
+    config = deepspeed_config(train, world_size=8)
+    assert config["zero_optimization"]["stage"] == 2
+    assert config["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+    # Paper, 1.7B: 4 per GPU x 2 accumulation x 8 GPUs = global batch 64.
+    assert config["train_batch_size"] == 64
+    assert config["gradient_accumulation_steps"] == 2 and config["gradient_clipping"] == 1.0

@@ -92,11 +92,12 @@ def check_semantics(config: Mapping) -> list[str]:
         grpo = method.get("grpo")
         if grpo:
             for scale, spec in config["scales"].items():
-                if spec["train"]["micro_batch_size"] % grpo["group_size"]:
+                per_process = spec["train"]["micro_batch_size"] * spec["train"]["grad_accumulation"]
+                if per_process % grpo["group_size"]:
                     problems.append(
                         f"methods.{name}.grpo.group_size: {grpo['group_size']} does not divide "
-                        f"scales.{scale}.train.micro_batch_size "
-                        f"{spec['train']['micro_batch_size']}"
+                        f"the rollouts per process and step of scale {scale} "
+                        f"(micro_batch_size x grad_accumulation = {per_process})"
                     )
         allowed = aggregation_param_names(aggregation)
         for key in method["params"]:

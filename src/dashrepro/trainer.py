@@ -178,6 +178,38 @@ def micro_batch_rows(
     return rows
 
 
+def rollout_rows(
+    n_rows: int,
+    seed: int,
+    step: int,
+    accumulation_index: int,
+    rank: int,
+    world: int,
+    micro: int,
+    accum: int,
+    group: int,
+) -> list[int]:
+    """The data row of each rollout of one micro-batch (``micro`` rollouts) of ``step``.
+
+    Without groups, global micro-batch ``accumulation_index * world + rank`` reads its own
+    ``micro`` problems. With GRPO groups, a process reads ``micro * accum / group`` problems per
+    step, repeats each ``group`` times, and its micro-batches take consecutive slices, so a
+    group may span micro-batches of the same process (its rewards are normalised together).
+    """
+    if group == 1:
+        return micro_batch_rows(
+            n_rows, seed, step, accumulation_index * world + rank, micro, accum * world
+        )
+    if (micro * accum) % group:
+        raise ValueError(
+            f"GRPO group_size {group} must divide micro_batch_size x grad_accumulation "
+            f"({micro} x {accum})"
+        )
+    problems = micro_batch_rows(n_rows, seed, step, rank, micro * accum // group, world)
+    flat = [row for row in problems for _ in range(group)]
+    return flat[accumulation_index * micro : (accumulation_index + 1) * micro]
+
+
 def right_pad_concat(
     prompts: list[list[int]], responses: list[list[int]], pad_id: int
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -223,23 +255,28 @@ def sequence_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tenso
     return torch.log_softmax(logits.float(), dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
 
 
-def grpo_token_advantages(
-    rewards: torch.Tensor, mask: torch.Tensor, group_size: int, grpo: Mapping
-) -> torch.Tensor:
-    """GRPO advantages per token for rollouts grouped ``group_size`` per problem (in order).
+def grpo_sequence_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Group-normalised GRPO advantages of rollouts listed ``group_size`` per problem, in order."""
+    return objectives.group_advantages(rewards.view(-1, group_size)).view(-1)
 
-    Without aggregation each token carries its rollout's group-normalised advantage (GRPO).
-    With ``aggregate`` the advantage is an outcome reward arriving at the last token and the
-    gamma/lambda backward recursion (``objectives.discounted_token_advantages``) spreads it:
-    a_t = A_hat at t = T and 0 before, so A_t = (gamma lambda)^(T - t) A_hat -- GAE with
-    gamma = lambda = 0.95 (paper appendix "Compatibility with Outcome-Level RL") and no critic.
+
+def grpo_token_advantages(
+    advantages: torch.Tensor, mask: torch.Tensor, grpo: Mapping
+) -> torch.Tensor:
+    """Per-token GRPO advantages [B, T] from the rollouts' sequence advantages [B].
+
+    Without aggregation each token carries its rollout's advantage (GRPO). With ``aggregate``
+    the advantage is an outcome reward arriving at the last token and the gamma/lambda backward
+    recursion (``objectives.discounted_token_advantages``) spreads it: a_t = A_hat at t = T and
+    0 before, so A_t = (gamma lambda)^(T - t) A_hat -- GAE with gamma = lambda = 0.95 (paper
+    appendix "Compatibility with Outcome-Level RL") and no critic. The paper gives no formula;
+    this choice is ours and is documented in the README.
     """
-    advantages = objectives.group_advantages(rewards.view(-1, group_size)).view(-1)
     mask = mask.bool()
     if not grpo.get("aggregate", True):
-        return advantages[:, None] * mask.float()
+        return advantages[:, None].float() * mask.float()
     lengths = mask.sum(1)
-    last = torch.zeros_like(mask, dtype=torch.float32)
+    last = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
     rows = torch.nonzero(lengths > 0).squeeze(-1)
     last[rows, lengths[rows] - 1] = advantages[rows].float()
     return objectives.discounted_token_advantages(
@@ -265,7 +302,7 @@ def method_loss(
     view_logits: Sequence[torch.Tensor],
     tokens: torch.Tensor,
     mask: torch.Tensor,
-    rewards: torch.Tensor | None = None,
+    advantages: torch.Tensor | None = None,
 ) -> MicroLoss:
     """The objective of ``method`` on one micro-batch of rollouts (all tensors [B, T(, V)])."""
     teacher_logits = view_logits[0]
@@ -307,9 +344,9 @@ def method_loss(
         trace["gate"] = aux["gate"]
     metrics["distill_loss"] = float(loss.detach())
     if method.grpo:
-        advantages = grpo_token_advantages(rewards, mask, method.group_size, method.grpo)
+        token_advantages = grpo_token_advantages(advantages, mask, method.grpo)
         grpo_loss = objectives.grpo_token_loss(
-            sequence_logprobs(student_logits, tokens), advantages, mask
+            sequence_logprobs(student_logits, tokens), token_advantages, mask
         )
         loss = objectives.hybrid_loss(loss, grpo_loss, float(method.grpo["eta"]))
         metrics["grpo_loss"] = float(grpo_loss.detach())
@@ -375,12 +412,38 @@ def make_accelerator(train: Mapping):
     if train.get("deepspeed_config"):
         from accelerate.utils import DeepSpeedPlugin
 
-        kwargs["deepspeed_plugin"] = DeepSpeedPlugin(
-            hf_ds_config=str(train["deepspeed_config"]),
-            gradient_accumulation_steps=train["grad_accumulation"],
-            gradient_clipping=1.0,
-        )
+        kwargs["deepspeed_plugin"] = DeepSpeedPlugin(hf_ds_config=deepspeed_config(train))
     return Accelerator(**kwargs)
+
+
+def deepspeed_config(train: Mapping, world_size: int | None = None) -> dict:
+    """The run's DeepSpeed config: the file's, with its "auto" batch entries filled in.
+
+    Without a prepared dataloader accelerate cannot infer the micro-batch size, so the trainer
+    writes it: micro_batch_size per GPU, grad_accumulation, and clipping at 1.0 (as on CPU). The
+    torch AdamW stays the optimizer (``zero_force_ds_cpu_optimizer: false`` lets ZeRO-2 offload
+    its states to CPU), so the linear schedule drives it as on every other backend.
+    """
+    import os
+
+    config = json.loads(Path(train["deepspeed_config"]).read_text())
+    world = world_size or int(os.environ.get("WORLD_SIZE", "1"))
+    micro, accum = int(train["micro_batch_size"]), int(train["grad_accumulation"])
+    filled = {
+        "train_micro_batch_size_per_gpu": micro,
+        "gradient_accumulation_steps": accum,
+        "train_batch_size": micro * accum * world,
+        "gradient_clipping": 1.0,
+    }
+    for key, value in filled.items():
+        if config.get(key, "auto") == "auto":
+            config[key] = value
+        elif config[key] != value:
+            raise ValueError(
+                f"{train['deepspeed_config']}: {key} = {config[key]!r} contradicts the run "
+                f'config ({value!r}); set it to "auto"'
+            )
+    return config
 
 
 def run_fingerprint_config(
@@ -488,12 +551,11 @@ def train_run(
 
     accum = int(train["grad_accumulation"])
     micro = int(train["micro_batch_size"])
-    if micro % method.group_size:
+    if (micro * accum) % method.group_size:
         raise ValueError(
             f"methods.{method.name}.grpo.group_size {method.group_size} must divide "
-            f"micro_batch_size {micro}"
+            f"micro_batch_size x grad_accumulation ({micro} x {accum})"
         )
-    problems_per_micro = micro // method.group_size
     micros_per_step = accum * world
     steps = int(train["steps"])
     trainable = [p for p in model.parameters() if p.requires_grad]
@@ -511,7 +573,7 @@ def train_run(
     optimizer_state = _StateInAccelerateFolder() if deepspeed else optimizer
     run_config = run_fingerprint_config(method, train, lora, protocol, seed)
     run_config["num_processes"] = world
-    start_step, rows, traces = 0, [], []
+    start_step, rows, traces = 0, [], []  # rows: one metrics record per step
     latest = checkpointing.latest_complete_checkpoint(resume_root)
     if latest is not None:
         resumed = checkpointing.load_training_state(
@@ -565,7 +627,7 @@ def train_run(
                 optimizer=optimizer_state,
                 scheduler=scheduler,
                 step=step,
-                data_state={"examples_consumed": step * micros_per_step * problems_per_micro},
+                data_state={"rollouts_consumed": step * micros_per_step * micro},
                 python_rng=random.Random(seed),
                 run_config=run_config,
             )
@@ -581,20 +643,20 @@ def train_run(
             timings = dict.fromkeys(("rollout", "teacher", "student", "optimizer"), 0.0)
             sums = dict.fromkeys(COUNT_KEYS, 0.0)
             micro_metrics: list[dict[str, float]] = []
+            # Phase 1: every rollout of this process's share of the step (GRPO normalises the
+            # rewards of a problem's group_size rollouts, which may span micro-batches).
+            shares = []
             for a in range(accum):
                 global_micro = a * world + rank
-                idx = micro_batch_rows(
-                    len(data), seed, step, global_micro, problems_per_micro, micros_per_step
+                share_rows = rollout_rows(
+                    len(data), seed, step, a, rank, world, micro, accum, method.group_size
                 )
-                batch = data.iloc[idx]
-                with accelerator.accumulate(model):
-                    out = _micro_step(
-                        method=method,
-                        model=model,
-                        policy=policy,
+                shares.append(
+                    _rollout_micro(
+                        data=data,
+                        rows=share_rows,
                         tokenizer=tokenizer,
-                        batch=batch,
-                        protocol=protocol,
+                        policy=policy,
                         sampling=sampling,
                         rollouts=rollouts,
                         seed=seed,
@@ -602,8 +664,31 @@ def train_run(
                         global_micro=global_micro,
                         max_total=max_total,
                         pad_id=pad_id,
-                        device=device,
                         rank=rank,
+                        timings=timings,
+                    )
+                )
+            advantages = None
+            if method.grpo:
+                rewards = torch.tensor([r for share in shares for r in share.rewards])
+                advantages = grpo_sequence_advantages(rewards, method.group_size).split(micro)
+            # Phase 2: teacher scoring, loss and backward, one micro-batch at a time.
+            for a, share in enumerate(shares):
+                global_micro = a * world + rank
+                with accelerator.accumulate(model):
+                    out = _learn_micro(
+                        share=share,
+                        advantages=None if advantages is None else advantages[a],
+                        method=method,
+                        model=model,
+                        policy=policy,
+                        tokenizer=tokenizer,
+                        protocol=protocol,
+                        seed=seed,
+                        step=step,
+                        global_micro=global_micro,
+                        pad_id=pad_id,
+                        device=device,
                         timings=timings,
                         trainable=trainable,
                         accelerator=accelerator,
@@ -728,14 +813,25 @@ def _trace_frame(trace: Mapping[str, Any], step: int, n_rollouts: int) -> pd.Dat
     return pd.DataFrame(rows)
 
 
-def _micro_step(
+@dataclass
+class _Share:
+    """One micro-batch's rollouts: which rows, their prompts, samples and rewards."""
+
+    rows: list[int]  # data row of each rollout (a problem repeats group_size times)
+    ids: list[str]
+    teacher_inputs: list[tuple[str, str, str]]  # (problem, reference solution, answer)
+    prompt_ids: list[list[int]]
+    samples: list  # generation.Sample per rollout, or [] when the prompts were too long
+    rewards: list[float]
+    skipped_long_prompts: int = 0
+
+
+def _rollout_micro(
     *,
-    method,
-    model,
-    policy,
+    data,
+    rows,
     tokenizer,
-    batch,
-    protocol,
+    policy,
     sampling,
     rollouts,
     seed,
@@ -743,54 +839,69 @@ def _micro_step(
     global_micro,
     max_total,
     pad_id,
-    device,
     rank,
+    timings,
+) -> _Share:
+    problems = [data["problem"].iloc[i] for i in rows]
+    ids = [str(data["id"].iloc[i]) for i in rows]
+    teacher_inputs = [
+        (data["problem"].iloc[i], data["reference_solution"].iloc[i], str(data["answer"].iloc[i]))
+        for i in rows
+    ]
+    prompts = [render_student_prompt(tokenizer, p) for p in problems]
+    prompt_ids = [encode(tokenizer, p) for p in prompts]
+    longest = max(len(p) for p in prompt_ids)
+    if longest + 1 > max_total:
+        # A rollout must fit max_total_length together with its prompt; never truncate one.
+        return _Share(rows, ids, teacher_inputs, prompt_ids, [], [0.0] * len(rows), len(rows))
+    settings = dataclasses.replace(
+        sampling, max_new_tokens=min(sampling.max_new_tokens, max_total - longest)
+    )
+    t0 = time.perf_counter()
+    samples = rollouts.sample(
+        policy, tokenizer, prompts, settings, derive_seed(seed, step, global_micro, "rollout"), rank
+    )
+    timings["rollout"] += time.perf_counter() - t0
+    rewards = [
+        reward_exact_match(s.text, str(data["answer"].iloc[i]))
+        for s, i in zip(samples, rows, strict=True)
+    ]
+    return _Share(rows, ids, teacher_inputs, prompt_ids, samples, rewards)
+
+
+def _learn_micro(
+    *,
+    share: _Share,
+    advantages,
+    method,
+    model,
+    policy,
+    tokenizer,
+    protocol,
+    seed,
+    step,
+    global_micro,
+    pad_id,
+    device,
     timings,
     trainable,
     accelerator,
 ) -> dict:
-    """Rollouts, teacher scoring and backward of one micro-batch; returns its metrics."""
-    counts = {"skipped_long_prompts": 0.0, "empty_rollouts": 0.0, "rollouts": 0.0, "tokens": 0.0}
-    group = method.group_size
-    problems = list(batch["problem"])
-    student_prompts = [render_student_prompt(tokenizer, p) for p in problems for _ in range(group)]
-    s_prompt_ids = [encode(tokenizer, p) for p in student_prompts]
-    longest = max(len(p) for p in s_prompt_ids)
-    if longest + 1 > max_total:
-        # Rollouts must fit max_total_length together with their prompt; never truncate one.
-        counts["skipped_long_prompts"] = float(len(s_prompt_ids))
-        _zero_backward(trainable, model, accelerator)
-        return {"counts": counts, "metrics": {}, "trace": None}
-    settings = SamplingSettings(
-        temperature=sampling.temperature,
-        top_p=sampling.top_p,
-        top_k=sampling.top_k,
-        max_new_tokens=min(sampling.max_new_tokens, max_total - longest),
-        batch_size=sampling.batch_size,
-    )
-    t0 = time.perf_counter()
-    samples = rollouts.sample(
-        policy,
-        tokenizer,
-        student_prompts,
-        settings,
-        derive_seed(seed, step, global_micro, "rollout"),
-        rank,
-    )
-    timings["rollout"] += time.perf_counter() - t0
-    responses = [s.token_ids for s in samples]
+    """Teacher scoring, the method's loss and backward for one micro-batch of rollouts."""
+    counts = {
+        "skipped_long_prompts": float(share.skipped_long_prompts),
+        "empty_rollouts": 0.0,
+        "rollouts": 0.0,
+        "tokens": 0.0,
+    }
+    responses = [s.token_ids for s in share.samples]
     kept = [i for i, r in enumerate(responses) if any(t != pad_id for t in r)]
     counts["empty_rollouts"] = float(len(responses) - len(kept))
-    # A GRPO group is only meaningful whole: a group with an empty rollout is dropped.
-    if group > 1:
-        kept = [
-            i for i in kept if all(j in kept for j in range(i - i % group, i - i % group + group))
-        ]
     if not kept:
+        # Every process must still join the gradient all-reduce.
         _zero_backward(trainable, model, accelerator)
         return {"counts": counts, "metrics": {}, "trace": None}
 
-    rows_of = [i // group for i in kept]
     kept_responses = [responses[i] for i in kept]
     width = max(len(r) for r in kept_responses)
     mask = torch.zeros((len(kept), width), device=device)
@@ -801,16 +912,13 @@ def _micro_step(
 
     t0 = time.perf_counter()
     view_logits = []
-    n_views = len(teacher_views(method, "x", "x"))
-    for view in range(n_views):
+    for view in range(len(teacher_views(method, "x", "x"))):
         t_prompt_ids = []
-        for i in rows_of:
-            reference = teacher_views(
-                method,
-                batch["reference_solution"].iloc[i],
-                str(batch["answer"].iloc[i]),
-            )[view]
-            text = render_teacher_prompt(tokenizer, problems[i], reference, protocol)
+        for i in kept:
+            problem, reference, answer = share.teacher_inputs[i]
+            text = render_teacher_prompt(
+                tokenizer, problem, teacher_views(method, reference, answer)[view], protocol
+            )
             t_prompt_ids.append(encode(tokenizer, text))
         t_ids, t_mask, t_len = right_pad_concat(t_prompt_ids, kept_responses, pad_id)
         with torch.no_grad(), policy.disable_adapter():
@@ -819,7 +927,9 @@ def _micro_step(
     timings["teacher"] += time.perf_counter() - t0
 
     t0 = time.perf_counter()
-    s_ids, s_mask, s_len = right_pad_concat([s_prompt_ids[i] for i in kept], kept_responses, pad_id)
+    s_ids, s_mask, s_len = right_pad_concat(
+        [share.prompt_ids[i] for i in kept], kept_responses, pad_id
+    )
     # LoRA dropout draws from torch's global generator: seed it per micro-batch so that the
     # masks depend on (seed, step, micro-batch) only -- the same on 1 or N processes, and after
     # a resume.
@@ -827,23 +937,19 @@ def _micro_step(
     student_logits = response_logits(
         model(input_ids=s_ids.to(device), attention_mask=s_mask.to(device)).logits, s_len, width
     )
-    rewards = None
-    answers = [str(batch["answer"].iloc[i]) for i in rows_of]
-    correct = [
-        reward_exact_match(samples[i].text, gold) for i, gold in zip(kept, answers, strict=True)
-    ]
-    if method.grpo:
-        rewards = torch.tensor(correct, dtype=torch.float32, device=device)
-    result = method_loss(method, student_logits, view_logits, tokens, mask, rewards)
+    kept_advantages = None if advantages is None else advantages[kept].to(device)
+    result = method_loss(method, student_logits, view_logits, tokens, mask, kept_advantages)
     accelerator.backward(result.loss)
     timings["student"] += time.perf_counter() - t0
 
+    correct = [share.rewards[i] for i in kept]
     counts["rollouts"] = float(len(kept))
     counts["tokens"] = float(mask.sum())
     metrics = dict(result.metrics)
     metrics.update(
         response_length=float(mask.sum(1).mean()),
-        truncated_fraction=sum(samples[i].finish_reason == "length" for i in kept) / len(kept),
+        truncated_fraction=sum(share.samples[i].finish_reason == "length" for i in kept)
+        / len(kept),
         rollout_accuracy=sum(correct) / len(correct),
         reward_mean=sum(correct) / len(correct),
     )
@@ -851,7 +957,7 @@ def _micro_step(
         **{k: v.detach().cpu() for k, v in result.trace.items()},
         "mask": mask.cpu(),
         "tokens": tokens.cpu(),
-        "problem_ids": [str(batch["id"].iloc[i]) for i in rows_of],
+        "problem_ids": [share.ids[i] for i in kept],
     }
     return {"counts": counts, "metrics": metrics, "trace": trace}
 
