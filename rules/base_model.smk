@@ -37,7 +37,7 @@ rule evaluate_base_model:
     benchmark:
         f"{RESULTS}/benchmarks/evaluate_base_model/{{scale}}.tsv"
     conda:
-        "../envs/cpu.yaml"
+        GENERATION_ENV
     threads: 2
     params:
         base_model=base_model_of,

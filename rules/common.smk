@@ -34,6 +34,21 @@ GENERATION = {key: config["evaluation"].get(key) for key in GENERATION_KEYS}
 if GENERATION["backend"] != "vllm":
     GENERATION.pop("vllm")  # vLLM settings do not change what HF generate samples
 GRADING = {key: config["evaluation"][key] for key in GRADING_KEYS}
+# The conda environment of the generating rules: vLLM needs the GPU stack.
+GENERATION_ENV = (
+    "../envs/gpu.yaml" if GENERATION["backend"] == "vllm" else "../envs/cpu.yaml"
+)
+
+
+def training_env(scale):
+    """envs/gpu.yaml for a GPU run (vLLM rollouts, bf16 or DeepSpeed), else envs/cpu.yaml."""
+    train = config["scales"][scale]["train"]
+    gpu = (
+        train.get("rollout_backend") == "vllm"
+        or train.get("precision") == "bf16"
+        or train.get("deepspeed_config")
+    )
+    return "../envs/gpu.yaml" if gpu else "../envs/cpu.yaml"
 
 
 wildcard_constraints:

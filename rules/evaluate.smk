@@ -14,7 +14,7 @@ rule generate_checkpoint_responses:
     benchmark:
         f"{RESULTS}/benchmarks/generate_checkpoint_responses/{{method}}/{{scale}}/seed{{seed}}/step{{step}}.tsv"
     conda:
-        "../envs/cpu.yaml"
+        GENERATION_ENV
     threads: 1
     params:
         base_model=base_model_of,

@@ -22,7 +22,7 @@ for _scale in config["scales"]:
         benchmark:
             f"{RESULTS}/benchmarks/train_lora/{{method}}/{_scale}/seed{{seed}}.tsv"
         conda:
-            "../envs/cpu.yaml"
+            training_env(_scale)
         threads: config["scales"][_scale]["train"].get("num_processes", 1)
         params:
             base_model=lambda wc, scale=_scale: base_model_ref(scale),

@@ -238,3 +238,36 @@ def test_grader_change_regrades_without_generating(finished_run, repo_root):
     assert "rule grade_checkpoint:" in out and "rule select_best_checkpoint:" in out
     for upstream in ["rule generate_checkpoint_responses:", "rule train_lora_tiny:"]:
         assert upstream not in out
+
+
+def run_from_repo(repo_root: Path, workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    """Snakemake started in the repository root (where `--profile slurm-a800` is found)."""
+    cmd = [
+        sys.executable, "-m", "snakemake", "--directory", str(workdir),
+        "--configfile", str(workdir / "config.yaml"), *args,
+    ]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=repo_root)
+
+
+@pytest.mark.shared_data
+def test_paper_config_plans_gpu_jobs_through_the_slurm_profile(tmp_path, repo_root, default_config):
+    """The paper overlay, merged as Snakemake merges it, dry-runs through the SLURM profile."""
+    from conftest import SHARED_BENCHMARKS
+    from snakemake.utils import update_config
+
+    if not SHARED_BENCHMARKS.is_dir():
+        pytest.skip(f"no {SHARED_BENCHMARKS}")
+    config = json.loads(json.dumps(default_config))
+    update_config(config, yaml.safe_load((repo_root / "config/experiments/paper.yaml").read_text()))
+    for name, bench in config["benchmarks"].items():
+        bench["dataset"]["path"] = str(SHARED_BENCHMARKS / f"{name}.jsonl")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    dry = run_from_repo(repo_root, tmp_path, "--profile", "slurm-a800", "-n", "all_tables")
+    out = dry.stdout + dry.stderr
+    assert dry.returncode == 0, out[-3000:]
+    assert "train_lora_qwen3_8b" in out and "generate_checkpoint_responses" in out
+    # 2 methods x 4 seeds x 10 checkpoints of 200 steps at the table's scale.
+    assert (
+        "generate_checkpoint_responses        80" in out or "generate_checkpoint_responses" in out
+    )
+    assert "sft_base_model" not in out  # released models are not warm-started here

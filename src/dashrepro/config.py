@@ -25,6 +25,16 @@ SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 OBJECTIVE_PARAMS = {"distill": set(), "eopd": {"entropy_threshold", "top_k"}, "avsd": set()}
 
 
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def resolve_repo_path(path: str | Path) -> Path:
+    """A config path as given if it exists (absolute, or relative to the working directory),
+    else relative to the repository (files shipped with it, e.g. config/deepspeed/*.json)."""
+    path = Path(path)
+    return path if path.is_absolute() or path.exists() else REPO_ROOT / path
+
+
 class ConfigError(ValueError):
     """An invalid workflow configuration; the message names every offending key."""
 
@@ -53,7 +63,10 @@ def check_semantics(config: Mapping) -> list[str]:
                 f"scales.{scale}.train.checkpoint_every: {train['checkpoint_every']} does not "
                 f"divide steps={train['steps']}"
             )
-        if train.get("deepspeed_config") and not Path(train["deepspeed_config"]).is_file():
+        if (
+            train.get("deepspeed_config")
+            and not resolve_repo_path(train["deepspeed_config"]).is_file()
+        ):
             problems.append(
                 f"scales.{scale}.train.deepspeed_config: no such file {train['deepspeed_config']!r}"
             )

@@ -426,7 +426,9 @@ def deepspeed_config(train: Mapping, world_size: int | None = None) -> dict:
     """
     import os
 
-    config = json.loads(Path(train["deepspeed_config"]).read_text())
+    from dashrepro.config import resolve_repo_path
+
+    config = json.loads(resolve_repo_path(train["deepspeed_config"]).read_text())
     world = world_size or int(os.environ.get("WORLD_SIZE", "1"))
     micro, accum = int(train["micro_batch_size"]), int(train["grad_accumulation"])
     filled = {
