@@ -192,6 +192,15 @@ def table_summaries(wildcards=None):
     ]
 
 
+def table_traces(wildcards=None):
+    """Per-token training traces of the table's runs (the motivation figure's data)."""
+    return [
+        f"{run_dir(method, TABLE['scale'], seed)}/token_traces.parquet"
+        for method in TABLE["methods"]
+        for seed in SEEDS
+    ]
+
+
 def main_table_files():
     return expand(f"{RESULTS}/tables/main_results.{{ext}}", ext=["csv", "md", "tex"])
 
@@ -201,4 +210,8 @@ def base_accuracy_files():
 
 
 def figure_files():
-    return expand(f"{RESULTS}/figures/checkpoint_curves.{{ext}}", ext=["png", "pdf"])
+    return expand(
+        f"{RESULTS}/figures/{{name}}.{{ext}}",
+        name=["checkpoint_curves", "divergence_association"],
+        ext=["png", "pdf"],
+    )

@@ -47,3 +47,22 @@ rule checkpoint_curves_figure:
         experiment=EXP,
     script:
         "scripts/checkpoint_curves_figure.py"
+
+
+rule divergence_association_figure:
+    input:
+        traces=table_traces,
+    output:
+        png=f"{RESULTS}/figures/divergence_association.png",
+        pdf=f"{RESULTS}/figures/divergence_association.pdf",
+        stats=f"{RESULTS}/figures/divergence_association.json",
+    log:
+        f"{RESULTS}/logs/divergence_association_figure.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/divergence_association_figure.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        experiment=EXP,
+    script:
+        "scripts/divergence_association_figure.py"

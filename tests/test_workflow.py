@@ -30,6 +30,9 @@ def small_config(default: dict) -> dict:
     scale["sft"]["steps"] = 10
     scale["train"].update(steps=4, checkpoint_every=2, micro_batch_size=4, max_new_tokens=40)
     config["evaluation"].update(samples_per_problem=2, max_new_tokens=40)
+    # Snakemake merges this file over workflow_config.yaml, so every configured method stays:
+    # the GRPO hybrid's groups must fit the smaller batch.
+    config["methods"]["dash_grpo"]["grpo"]["group_size"] = 2
     return config
 
 

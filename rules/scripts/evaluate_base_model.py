@@ -4,7 +4,6 @@ Distillation only has something to teach if the teacher (same weights, reference
 context, no adapter) beats the student; both Avg@k values are recorded in ``accuracy.json``.
 """
 
-
 from _bootstrap import setup
 
 

@@ -126,3 +126,54 @@ def plot_checkpoint_curves(
     ax.legend(fontsize=7, loc="best")
     fig.tight_layout()
     return fig
+
+
+def future_divergence(traces: pd.DataFrame) -> pd.DataFrame:
+    """Per token: the local signal D_t = r_t and the mean future divergence of its rollout,
+    ``D_bar_{>t}`` = mean of r over the later tokens (paper Fig. "Motivation", panel a).
+
+    ``traces`` are ``token_traces.parquet`` rows (step, rollout, position, r, ...) of one or more
+    runs; a rollout is identified by (run, step, rollout). The last token of each rollout has no
+    future and is dropped.
+    """
+    keys = [c for c in ("run", "step", "rollout") if c in traces.columns]
+    frame = traces.sort_values([*keys, "position"]).copy()
+    grouped = frame.groupby(keys, sort=False)["r"]
+    later_sum = grouped.transform(lambda r: r[::-1].cumsum()[::-1] - r)
+    later_count = grouped.transform(lambda r: pd.Series(range(len(r) - 1, -1, -1), index=r.index))
+    frame["future_mean_r"] = later_sum / later_count.where(later_count > 0)
+    return frame.dropna(subset=["future_mean_r"]).reset_index(drop=True)
+
+
+def divergence_association(frame: pd.DataFrame) -> dict[str, float]:
+    """Pearson and Spearman correlation of D_t with the mean future divergence, and n tokens."""
+    return {
+        "n_tokens": int(len(frame)),
+        "n_rollouts": int(
+            frame.groupby([c for c in ("run", "step", "rollout") if c in frame]).ngroups
+        ),
+        "pearson": float(frame["r"].corr(frame["future_mean_r"], method="pearson")),
+        # Spearman = Pearson of the ranks (average ranks for ties), without scipy.
+        "spearman": float(frame["r"].rank().corr(frame["future_mean_r"].rank())),
+    }
+
+
+def plot_divergence_association(frame: pd.DataFrame, stats: Mapping[str, float], title: str):
+    """Scatter of D_t against the mean future divergence (at most 2,500 points, as the paper)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = frame.sample(n=min(2500, len(frame)), random_state=0) if len(frame) else frame
+    fig, ax = plt.subplots(figsize=(4.5, 4))
+    ax.scatter(shown["r"], shown["future_mean_r"], s=4, alpha=0.4)
+    ax.set_xlabel("local divergence $D_t$")
+    ax.set_ylabel(r"mean future divergence $\bar{D}_{>t}$")
+    ax.set_title(
+        f"{title}\nSpearman {stats['spearman']:.2f}, Pearson {stats['pearson']:.2f}, "
+        f"{stats['n_tokens']} tokens",
+        fontsize=8,
+    )
+    fig.tight_layout()
+    return fig
