@@ -715,6 +715,12 @@ def train_run(
             timings["optimizer"] = time.perf_counter() - t0
 
             row = _reduce_step_metrics(accelerator, micro_metrics, sums, timings, device)
+            for key, what in (
+                ("empty_rollouts", "rollouts held only padding"),
+                ("skipped_long_prompts", "prompts were longer than max_total_length"),
+            ):
+                if row[key]:
+                    log(f"[train] step {step}: {int(row[key])} {what}; skipped (metric {key})")
             row.update(
                 step=step, lr=lr_used, grad_norm=math.nan if grad_norm is None else float(grad_norm)
             )
