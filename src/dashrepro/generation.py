@@ -10,10 +10,22 @@ which case its ``finish_reason`` is ``"length"``.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+
+
+def derive_seed(*parts: Any) -> int:
+    """A 31-bit non-negative seed fixed by its parts (e.g. run seed, step, micro-batch, purpose).
+
+    A hash rather than a sum, so that neighbouring seeds do not share derived ones; 31 bits and
+    non-negative keep it valid for every RNG it reaches (vLLM reads ``seed=-1`` as unseeded).
+    """
+    digest = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import json
 import math
 import random
@@ -63,7 +62,7 @@ from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from dashrepro import checkpointing, objectives
-from dashrepro.generation import SamplingSettings, sample_responses
+from dashrepro.generation import SamplingSettings, derive_seed, sample_responses
 from dashrepro.grading import reward_exact_match
 from dashrepro.io import atomic_dir, write_parquet
 from dashrepro.prompts import TeacherProtocol, render_student_prompt, render_teacher_prompt
@@ -148,12 +147,6 @@ def encode(tokenizer, text: str) -> list[int]:
 def checkpoint_steps(train: Mapping) -> list[int]:
     every = train["checkpoint_every"]
     return list(range(every, train["steps"] + 1, every))
-
-
-def derive_seed(*parts: Any) -> int:
-    """A 31-bit seed fixed by its parts (run seed, step, micro-batch index, purpose)."""
-    digest = hashlib.sha256(":".join(str(p) for p in parts).encode()).digest()
-    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
 
 
 def epoch_order(n_rows: int, seed: int, epoch: int) -> list[int]:
@@ -919,16 +912,17 @@ def _learn_micro(
         tokens[row, : len(r)] = torch.tensor(r, device=device)
 
     t0 = time.perf_counter()
+    # One teacher prompt per view and rollout: [rollout][view] (AVSD has three views).
+    prompts_by_rollout = [
+        [
+            encode(tokenizer, render_teacher_prompt(tokenizer, problem, view, protocol))
+            for view in teacher_views(method, reference, answer)
+        ]
+        for problem, reference, answer in (share.teacher_inputs[i] for i in kept)
+    ]
     view_logits = []
-    for view in range(len(teacher_views(method, "x", "x"))):
-        t_prompt_ids = []
-        for i in kept:
-            problem, reference, answer = share.teacher_inputs[i]
-            text = render_teacher_prompt(
-                tokenizer, problem, teacher_views(method, reference, answer)[view], protocol
-            )
-            t_prompt_ids.append(encode(tokenizer, text))
-        t_ids, t_mask, t_len = right_pad_concat(t_prompt_ids, kept_responses, pad_id)
+    for t_prompt_ids in zip(*prompts_by_rollout, strict=True):
+        t_ids, t_mask, t_len = right_pad_concat(list(t_prompt_ids), kept_responses, pad_id)
         with torch.no_grad(), policy.disable_adapter():
             logits = policy(input_ids=t_ids.to(device), attention_mask=t_mask.to(device)).logits
             view_logits.append(response_logits(logits, t_len, width).float())

@@ -28,13 +28,12 @@ are tested, on a machine without vLLM. Running the vLLM path needs the GPU envir
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
-from dashrepro.generation import Sample, SamplingSettings, sample_responses
+from dashrepro.generation import Sample, SamplingSettings, derive_seed, sample_responses
 
 BACKENDS = ("hf", "vllm")
 
@@ -53,14 +52,8 @@ class Sampler(Protocol):
 
 
 def request_seed(base_seed: int, index: int) -> int:
-    """The seed of request ``index`` of a call seeded ``base_seed`` (31-bit, non-negative).
-
-    A hash rather than ``base_seed + index`` so that neighbouring base seeds (shards, steps) do
-    not share request seeds. 31 bits keep it a valid seed for every RNG vLLM may hand it to, and
-    non-negative because vLLM reads ``seed=-1`` as "unseeded".
-    """
-    digest = hashlib.sha256(f"{base_seed}:{index}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFF_FFFF
+    """The seed of request ``index`` of a call seeded ``base_seed`` (``generation.derive_seed``)."""
+    return derive_seed(base_seed, index)
 
 
 def sampling_params_kwargs(settings: SamplingSettings, seed: int) -> dict[str, Any]:
