@@ -7,11 +7,19 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 from dashrepro.trainer import checkpoint_steps  # noqa: E402
 
-# `configfile:` loaded the YAML (and any --config overrides); validate the result against the
-# JSON schema and the cross-field rules, naming every bad key.
-from dashrepro.config import validate_config  # noqa: E402
+# `configfile:` loaded the YAML, then Snakemake merged any --configfile overlays and --config
+# values over it; validate the result against the JSON schema, the cross-field rules and the
+# parameter ranges, naming every bad key and the file that set it.
+from dashrepro.config import snakemake_config_sources, validate_config  # noqa: E402
 
-validate_config(config, source="workflow_config.yaml (+ --config overrides)")
+validate_config(
+    config,
+    *snakemake_config_sources(
+        os.path.join(workflow.basedir, "workflow_config.yaml"),
+        workflow.config_settings.configfiles,
+        workflow.config_settings.config,
+    ),
+)
 
 EXP = config["experiment"]
 RESULTS = f"results/{EXP}"
@@ -167,12 +175,26 @@ def checkpoint_files(wildcards):
     ]
 
 
+def checkpoint_eval_files(method, scale, seed, name):
+    """One evaluation file (summary.json, samples.parquet) of every checkpoint of one run."""
+    return [
+        f"{RESULTS}/eval/{method}/{scale}/seed{seed}/step{step}/{name}"
+        for step in steps_for_scale(scale)
+    ]
+
+
 def run_summaries(wildcards):
     """Evaluation summaries of every checkpoint of one run (input of selection)."""
-    return [
-        f"{RESULTS}/eval/{wildcards.method}/{wildcards.scale}/seed{wildcards.seed}/step{step}/summary.json"
-        for step in steps_for_scale(wildcards.scale)
-    ]
+    return checkpoint_eval_files(
+        wildcards.method, wildcards.scale, wildcards.seed, "summary.json"
+    )
+
+
+def run_samples(wildcards):
+    """Graded samples of every checkpoint of one run: selection recomputes each summary."""
+    return checkpoint_eval_files(
+        wildcards.method, wildcards.scale, wildcards.seed, "samples.parquet"
+    )
 
 
 def table_selections(wildcards=None):
@@ -183,13 +205,21 @@ def table_selections(wildcards=None):
     ]
 
 
-def table_summaries(wildcards=None):
+def table_eval_files(name):
     return [
-        f"{RESULTS}/eval/{method}/{TABLE['scale']}/seed{seed}/step{step}/summary.json"
+        path
         for method in TABLE["methods"]
         for seed in SEEDS
-        for step in steps_for_scale(TABLE["scale"])
+        for path in checkpoint_eval_files(method, TABLE["scale"], seed, name)
     ]
+
+
+def table_summaries(wildcards=None):
+    return table_eval_files("summary.json")
+
+
+def table_samples(wildcards=None):
+    return table_eval_files("samples.parquet")
 
 
 def table_traces(wildcards=None):

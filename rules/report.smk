@@ -28,6 +28,7 @@ rule main_results_table:
 rule checkpoint_curves_figure:
     input:
         summaries=table_summaries,
+        samples=table_samples,
         selections=table_selections,
         base_accuracy=base_accuracy_files(),
     output:
@@ -43,6 +44,7 @@ rule checkpoint_curves_figure:
         methods=TABLE["methods"],
         scale=TABLE["scale"],
         seeds=SEEDS,
+        benchmarks=BENCHMARKS,
         method_labels={m: spec["label"] for m, spec in config["methods"].items()},
         experiment=EXP,
     script:

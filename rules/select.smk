@@ -4,6 +4,7 @@
 rule select_best_checkpoint:
     input:
         summaries=run_summaries,
+        samples=run_samples,
     output:
         selection=f"{RESULTS}/selection/{{method}}/{{scale}}/seed{{seed}}.json",
     log:

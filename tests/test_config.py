@@ -110,3 +110,122 @@ def test_experiment_overlays_are_valid(repo_root, default_config):
         config = copy.deepcopy(default_config)
         update_config(config, yaml.safe_load(overlay.read_text()))
         validate_config(config, source=str(overlay))
+
+
+# ------------------------------------------------------------------ ranges, before any job
+
+BAD_VALUES = [
+    # (method entry changes, key named, range named)
+    ({"dash": {"params": {"kappa": -5}}}, "methods.dash.params.kappa", "kappa >= 0"),
+    ({"dash": {"params": {"kappa": float("nan")}}}, "methods.dash.params.kappa", "kappa >= 0"),
+    ({"entropy_gate": {"params": {"kappa": True}}}, "methods.entropy_gate.params.kappa", "kappa >= 0"),
+    ({"fixed_lambda_0p5": {"params": {"lam": 1.5}}}, "methods.fixed_lambda_0p5.params.lam", "0 <= lam <= 1"),
+    ({"pw_opsd": {"params": {"position_s": 0}}}, "methods.pw_opsd.params.position_s", "position_s > 0"),
+    ({"pw_opsd": {"params": {"position_w_min": -0.1}}}, "methods.pw_opsd.params.position_w_min", "0 <= position_w_min <= 1"),
+    ({"eopd": {"objective_params": {"top_k": 0}}}, "methods.eopd.objective_params.top_k", "top_k >= 1, an integer"),
+    ({"eopd": {"objective_params": {"entropy_threshold": -1}}}, "methods.eopd.objective_params.entropy_threshold", "entropy_threshold >= 0"),
+    ({"dash": {"tau": -0.05}}, "methods.dash.tau", "less than or equal to the minimum of 0"),
+    ({"dash_top100": {"top_k": 0}}, "methods.dash_top100.top_k", "less than the minimum of 1"),
+    ({"dash_grpo": {"grpo": {"eta": -0.3}}}, "methods.dash_grpo.grpo.eta", "less than the minimum of 0"),
+    ({"dash_grpo": {"grpo": {"group_size": 1}}}, "methods.dash_grpo.grpo.group_size", "less than the minimum of 2"),
+    ({"dash_grpo": {"grpo": {"gamma": 1.5}}}, "methods.dash_grpo.grpo.gamma", "greater than the maximum of 1"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("change", "key", "allowed"), BAD_VALUES)
+def test_out_of_range_values_name_key_and_range(default_config, change, key, allowed):
+    from snakemake.utils import update_config
+
+    config = copy.deepcopy(default_config)
+    update_config(config["methods"], copy.deepcopy(change))
+    with pytest.raises(ConfigError) as info:
+        validate_config(config, source="test.yaml")
+    line = next(line for line in str(info.value).splitlines() if key in line)
+    assert allowed in line
+
+
+@pytest.mark.parametrize(
+    ("change", "key"),
+    [
+        (lambda c: c["scales"]["tiny"]["train"].update(max_total_length=90), "scales.tiny.train.max_total_length"),
+        (lambda c: c["scales"]["tiny"]["train"].update(max_new_tokens=600, max_total_length=700), "scales.tiny.train.max_total_length"),
+        (lambda c: c["evaluation"].update(max_new_tokens=512), "evaluation.max_new_tokens"),
+        (lambda c: c["evaluation"].update(backend="vllm", vllm={"max_model_len": 64}), "evaluation.vllm.max_model_len"),
+    ],
+)  # fmt: skip
+def test_lengths_that_cannot_fit_are_stopped(default_config, change, key):
+    config = copy.deepcopy(default_config)
+    change(config)
+    with pytest.raises(ConfigError, match=key.replace(".", r"\.")):
+        validate_config(config, source="test.yaml")
+
+
+def test_every_declared_parameter_is_an_aggregation_argument():
+    """The registry config validation reads is the one ``objectives.aggregate`` takes."""
+    from dashrepro import objectives
+    from dashrepro.parameters import AGGREGATION_PARAMS
+
+    assert set(AGGREGATION_PARAMS) == set(objectives.AGGREGATIONS)
+    for name, declared in AGGREGATION_PARAMS.items():
+        assert set(declared) == objectives.aggregation_param_names(name), name
+    import torch
+
+    with pytest.raises(ValueError, match=r"kappa -5.0 is out of range \(kappa >= 0"):
+        objectives.aggregate("dash", torch.zeros(1, 3), torch.ones(1, 3), kappa=-5.0)
+
+
+def _snakemake_dry_run(repo_root, tmp_path, overlay: dict):
+    import subprocess
+    import sys
+
+    import yaml
+
+    (tmp_path / "overlay.yaml").write_text(yaml.safe_dump(overlay))
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"),
+           "--directory", str(tmp_path), "-n", "all_tables",
+           f"--configfile={tmp_path / 'overlay.yaml'}"]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+
+
+def test_bad_values_stop_the_dry_run_naming_key_range_and_file(repo_root, tmp_path):
+    """`snakemake -n` stops at parse time -- no job starts, no output is deleted."""
+    overlay = {"methods": {"dash": {"params": {"kappa": -5}},
+                           "pw_opsd": {"params": {"position_s": 0}},
+                           "eopd": {"objective_params": {"top_k": 0}}}}  # fmt: skip
+    done = _snakemake_dry_run(repo_root, tmp_path, overlay)
+    out = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "methods.dash.params.kappa: -5 is out of range (kappa >= 0" in out
+    assert "methods.pw_opsd.params.position_s: 0 is out of range (position_s > 0" in out
+    assert "methods.eopd.objective_params.top_k: 0 is out of range (top_k >= 1" in out
+    assert f"[set in {tmp_path / 'overlay.yaml'}]" in out
+    assert "workflow_config.yaml + " in out  # the files actually merged
+    assert not (tmp_path / "results").exists()
+
+
+def test_misspelt_dataset_key_is_named(default_config):
+    config = copy.deepcopy(default_config)
+    config["benchmarks"]["aime2024"]["dataset"] = {
+        "path": "a.jsonl", "sha265": "0" * 64, "layout": "local_benchmark",
+    }  # fmt: skip
+    with pytest.raises(ConfigError) as info:
+        validate_config(config, source="test.yaml")
+    message = str(info.value)
+    assert "benchmarks.aime2024.dataset.sha265: Additional properties are not allowed" in message
+    assert "is not valid under any of the given schemas" not in message
+
+
+def test_cli_validates_an_overlay_merged_over_the_base(repo_root, tmp_path):
+    import subprocess
+    import sys
+
+    overlay = tmp_path / "exp.yaml"
+    overlay.write_text("evaluation:\n  temperature: -1.0\n")
+    cli = [sys.executable, "-m", "dashrepro.config", str(repo_root / "workflow_config.yaml")]
+    ok = subprocess.run([*cli, str(repo_root / "config/experiments/paper.yaml")],
+                        capture_output=True, text=True)  # fmt: skip
+    assert ok.returncode == 0 and ok.stdout.strip() == "ok", ok.stderr
+    bad = subprocess.run([*cli, str(overlay)], capture_output=True, text=True)
+    assert bad.returncode != 0
+    assert "evaluation.temperature: -1.0 is less than or equal to the minimum of 0" in bad.stderr
+    assert f"[set in {overlay}]" in bad.stderr

@@ -279,6 +279,21 @@ def test_malformed_jsonl_names_file_and_line(tmp_path):
     assert str(path) in str(info.value) and "line 3 is not valid JSON" in str(info.value)
 
 
+@pytest.mark.parametrize("suffix", ["jsonl", "json"])
+def test_non_utf8_byte_names_file_and_line(tmp_path, suffix):
+    path = tmp_path / f"latin1.{suffix}"
+    rows = [
+        '{"id": "a", "problem": "p", "answer": "1"}',
+        '{"id": "b", "problem": "caf\xe9", "answer": "2"}',
+    ]
+    body = "\n".join(rows) if suffix == "jsonl" else "[" + ",\n".join(rows) + "]"
+    path.write_bytes(body.encode("latin-1"))
+    with pytest.raises(ds.DataError) as info:
+        ds.load_table(path, layout="local_benchmark")
+    message = str(info.value)
+    assert str(path) in message and "line 2 is not UTF-8" in message and "0xe9" in message
+
+
 def test_jsonl_line_that_is_not_an_object(tmp_path):
     path = tmp_path / "list.jsonl"
     path.write_text('{"id": "a", "problem": "p", "answer": "1"}\n[1, 2]\n')

@@ -18,6 +18,7 @@ import time
 import pytest
 
 from dashrepro.grading import (
+    ERROR_TEXT_LIMIT,
     PATHS,
     exact_fallback_match,
     extract_last_boxed,
@@ -409,3 +410,30 @@ def test_strip_string_rejects_two_unit_blocks():
 )
 def test_reward_exact_match(response, gold, reward):
     assert reward_exact_match(response, gold) == reward
+
+
+# ------------------------------------------------------------------ fragments and long errors
+
+
+def test_a_box_math_verify_parses_only_in_part_is_not_a_match():
+    """math-verify falls back to later matches inside the box; a fragment ("3") of a box that
+    does not parse as a whole must not decide the verdict."""
+    res = grade_response(r"so \boxed{\frac{1}{\sqrt[}{x}^^_\begin{matrix} 3}", "3")
+    assert res["path"] == "partial_parse" and res["correct"] is False
+    assert res["extracted"] == r"\frac{1}{\sqrt[}{x}^^_\begin{matrix} 3"
+    # A whole box that parses is still graded by math-verify.
+    assert grade_response(r"\boxed{\frac{6}{2}}", "3")["path"] == "math_verify"
+    assert grade_response(r"\boxed{\frac{6}{2}}", "3")["correct"] is True
+    # The exact rule still decides a partial parse that is literally the gold.
+    res = grade_batch([r"\boxed{3^^}", r"\boxed{3^^}"], ["3^^", "3"], workers=1)
+    assert [r["path"] for r in res] == ["partial_parse", "partial_parse"]
+    assert [r["correct"] for r in res] == [True, False]
+
+
+def test_error_text_of_a_timeout_is_truncated():
+    """math-verify's timeout message quotes the whole input (megabytes for a huge box)."""
+    huge = "\\boxed{" + "+".join(["x^{2}"] * 200_000) + "}"
+    res = grade_response(huge, "3", timeout_s=1)
+    assert res["path"] == "timeout" and res["correct"] is False
+    assert len(res["error"]) <= ERROR_TEXT_LIMIT + 40
+    assert res["error"].endswith("more characters]")

@@ -5,8 +5,8 @@ import math
 import pandas as pd
 import pytest
 
-from dashrepro.evaluation import summarize_samples, unbiased_pass_at_k
 from dashrepro.reporting import main_results_table, to_latex, to_markdown
+from dashrepro.scoring import summarize_samples, unbiased_pass_at_k
 from dashrepro.selection import select_best_checkpoint
 
 BENCHES = ["a", "b", "c"]

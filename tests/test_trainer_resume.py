@@ -4,7 +4,8 @@
   ends with an adapter identical to an uninterrupted run's;
 - SIGUSR1 (SLURM's preemption notice): a state is saved at the end of the step and the trainer
   exits with ``PREEMPTED_EXIT_CODE``; the rerun finishes identically;
-- a rerun under a changed config is refused, naming the key;
+- a rerun under a changed config, base model or training set discards the kept states with a
+  log line naming what changed, and trains afresh (as an uninterrupted run would);
 - 2 gloo processes with one micro-batch each give the adapter of 1 process accumulating 2.
 """
 
@@ -139,15 +140,44 @@ def test_preemption_signal_saves_a_state_and_exits_for_a_retry(
     assert_same_adapters(uninterrupted, tmp_path / "out")
 
 
-def test_resume_with_a_changed_config_is_refused(tmp_path, tiny_setup, default_config):
+def test_resume_with_a_changed_config_discards_the_state(tmp_path, tiny_setup, default_config):
     run = write_run(tmp_path / "run.json", tiny_setup, default_config, tmp_path / "out")
     start_and_interrupt(run, tmp_path / "out", 2, lambda p: p.send_signal(signal.SIGKILL))
     changed = write_run(
         tmp_path / "run.json", tiny_setup, default_config, tmp_path / "out", lr=1e-3
     )
-    done = subprocess.run(trainer_command(changed), capture_output=True, text=True, timeout=600)
-    assert done.returncode != 0
-    assert "train.lr" in done.stderr and ".resume" in done.stderr
+    done = run_to_end(changed)
+    log = done.stdout + done.stderr
+    assert "discarding the training states" in log and "train.lr" in log
+    assert "resuming" not in log
+    fresh = write_run(
+        tmp_path / "fresh.json", tiny_setup, default_config, tmp_path / "fresh", lr=1e-3
+    )
+    run_to_end(fresh)
+    assert_same_adapters(tmp_path / "fresh", tmp_path / "out")
+
+
+def test_resume_after_the_training_set_changed_discards_the_state(
+    uninterrupted, tmp_path, tiny_setup, default_config
+):
+    """The training set is an input the config does not show: a state made from another one
+    must not be resumed (the job reruns because its input changed; the kept state stays)."""
+    import shutil
+
+    import pandas as pd
+
+    folder, data, tokenizer = tiny_setup
+    own_data = shutil.copy(data, tmp_path / "train.parquet")
+    setup = (folder, own_data, tokenizer)
+    run = write_run(tmp_path / "run.json", setup, default_config, tmp_path / "out")
+    start_and_interrupt(run, tmp_path / "out", 2, lambda p: p.send_signal(signal.SIGKILL))
+    frame = pd.read_parquet(own_data)
+    frame.loc[0, "reference_solution"] = frame.loc[0, "reference_solution"] + " "
+    frame.to_parquet(own_data)
+    done = run_to_end(run)
+    log = done.stdout + done.stderr
+    assert "discarding the training states" in log and "inputs.train_data" in log
+    assert "resuming" not in log
 
 
 def test_two_gloo_processes_equal_one_process_with_accumulation(

@@ -187,11 +187,32 @@ def test_vllm_sampler_builds_one_seeded_request_per_prompt(fake_vllm):
     assert samples[2].token_ids[-1] == EOS and samples[2].text == "cz"
 
 
+def adapter_folder(folder: Path) -> Path:
+    """A minimal readable PEFT adapter folder (the sampler checks its files before vLLM does)."""
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "adapter_config.json").write_text('{"peft_type": "LORA", "r": 8}')
+    save_file({"w": torch.zeros(2)}, str(folder / "adapter_model.safetensors"))
+    return folder
+
+
+def test_a_damaged_adapter_is_named_before_vllm_reads_it(fake_vllm, tmp_path):
+    from dashrepro.checkpointing import AdapterFileError
+
+    sampler = VLLMSampler("base", tokenizer=FakeTokenizer(), max_model_len=512)
+    weights = adapter_folder(tmp_path / "step20") / "adapter_model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-3])
+    with pytest.raises(AdapterFileError, match=f"{weights}: damaged or truncated"):
+        sampler.sample(["a"], SamplingSettings(max_new_tokens=2), seed=0, adapter_dir=weights.parent)
+    assert fake_vllm.engines[0].generate_calls == []
+
+
 def test_lora_ids_are_stable_per_folder_and_change_with_the_version(fake_vllm, tmp_path):
     sampler = VLLMSampler("base", tokenizer=FakeTokenizer(), max_model_len=512)
     engine = fake_vllm.engines[0]
     assert engine.kwargs["max_model_len"] == 512
-    step20, step40 = tmp_path / "step20", tmp_path / "step40"
+    step20, step40 = adapter_folder(tmp_path / "step20"), adapter_folder(tmp_path / "step40")
     settings = SamplingSettings(max_new_tokens=2)
 
     def lora_of_call(**kwargs):

@@ -274,3 +274,88 @@ def test_paper_config_plans_gpu_jobs_through_the_slurm_profile(tmp_path, repo_ro
         "generate_checkpoint_responses        80" in out or "generate_checkpoint_responses" in out
     )
     assert "sft_base_model" not in out  # released models are not warm-started here
+
+
+# ------------------------------------------------------------------ integrity under faults
+
+
+@pytest.fixture
+def run_copy(finished_run, tmp_path):
+    """A copy of the finished run (mtimes kept), for tests that damage or interrupt it."""
+    import shutil
+
+    workdir, _ = finished_run
+    copy = tmp_path / "run"
+    shutil.copytree(workdir, copy, symlinks=True)
+    return copy
+
+
+def test_every_output_is_readable_as_a_plain_write_would_be(finished_run):
+    """Atomic writes rename owner-only temporary files; the results must still honour the umask."""
+    import os
+    import stat
+
+    workdir, _ = finished_run
+    mask = os.umask(0o022)
+    os.umask(mask)
+    wrong = []
+    for path in (workdir / "results").rglob("*"):
+        want = (0o777 if path.is_dir() else 0o666) & ~mask
+        if stat.S_IMODE(path.stat().st_mode) != want:
+            wrong.append(f"{path.relative_to(workdir)} {oct(stat.S_IMODE(path.stat().st_mode))}")
+    assert not wrong, (
+        f"{len(wrong)} paths not {oct(0o666 & ~mask)}/{oct(0o777 & ~mask)}: {wrong[:5]}"
+    )
+
+
+def test_edited_samples_stop_the_table_naming_the_file(run_copy, repo_root):
+    sys.path.insert(0, str(repo_root / "src"))
+    from dashrepro.provenance import orphan_records
+
+    results = run_copy / "results" / "e2e"
+    samples_path = results / "eval" / "dash" / "tiny" / "seed1" / "step2" / "samples.parquet"
+    samples = pd.read_parquet(samples_path)
+    samples.loc[0, "correct"] = not samples.loc[0, "correct"]  # one edited grade
+    samples.to_parquet(samples_path, index=False)
+    done = snakemake(run_copy, repo_root, "--cores", "2", "all_tables")
+    out = done.stdout + done.stderr
+    assert done.returncode != 0
+    log = (results / "logs" / "select_best_checkpoint" / "dash" / "tiny" / "seed1.log").read_text()
+    for text in (out, log):
+        assert "does not match the samples it was made from" in text
+        assert "results/e2e/eval/dash/tiny/seed1/step2/samples.parquet" in text
+    assert not (results / "selection" / "dash" / "tiny" / "seed1.json").exists()
+    # The failed job's output is gone, and so is its provenance record.
+    assert orphan_records(results) == []
+
+
+def test_killed_snakemake_resumes_with_unlock_then_rerun_incomplete(run_copy, repo_root):
+    """The README's resume steps, after `kill -9` of Snakemake itself in the middle of a job."""
+    import os
+    import signal
+    import time
+
+    config = yaml.safe_load((run_copy / "config.yaml").read_text())
+    config["methods"]["dash"]["label"] = "DASH (relabelled)"  # reruns the report jobs only
+    (run_copy / "config.yaml").write_text(yaml.safe_dump(config))
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"),
+           "--directory", str(run_copy), "--configfile", str(run_copy / "config.yaml"),
+           "--cores", "1", "all"]  # fmt: skip
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)  # fmt: skip
+    locks = run_copy / ".snakemake" / "locks"
+    deadline = time.time() + 120
+    while not (locks.is_dir() and any(locks.iterdir())):
+        assert process.poll() is None and time.time() < deadline, "Snakemake never locked"
+        time.sleep(0.05)
+    time.sleep(1.0)  # inside the first job
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+    locked = snakemake(run_copy, repo_root, "--cores", "1", "all")
+    assert locked.returncode != 0 and "--unlock" in locked.stdout + locked.stderr
+    assert snakemake(run_copy, repo_root, "--unlock").returncode == 0
+    done = snakemake(run_copy, repo_root, "--cores", "2", "--rerun-incomplete", "all")
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = (run_copy / "results" / "e2e" / "tables" / "main_results.md").read_text()
+    assert "DASH (relabelled)" in table

@@ -1,6 +1,10 @@
 """Shared start-up for rule scripts: make ``src/`` importable and send output to the rule's log.
 
-Imported first by every script in this folder (``from _bootstrap import setup``).
+Imported first by every script in this folder (``from _bootstrap import setup``). This
+checkout's ``src`` goes first on ``sys.path`` always, so a rule never runs another checkout's
+code (an editable install elsewhere, or a path Snakemake added). ``setup`` also removes the
+provenance records of the job's outputs before it runs and again if it fails, so a record never
+outlives a deleted output.
 """
 
 from __future__ import annotations
@@ -12,8 +16,7 @@ import traceback
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[2] / "src"
-if str(SRC) not in sys.path:
-    sys.path.insert(0, str(SRC))
+sys.path[:] = [str(SRC), *(entry for entry in sys.path if entry != str(SRC))]
 
 
 def setup(snakemake, threads: int | None = None) -> logging.Logger:
@@ -27,6 +30,11 @@ def setup(snakemake, threads: int | None = None) -> logging.Logger:
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
         logger.addHandler(handler)
 
+    from dashrepro.provenance import discard_records
+
+    outputs = [str(path) for path in snakemake.output]
+    discard_records(outputs)  # records of a previous, killed attempt
+
     def log_uncaught(exc_type, exc, tb):
         # A failing rule leaves its reason in its own log file, not only in Snakemake's output.
         logger.error(
@@ -34,6 +42,8 @@ def setup(snakemake, threads: int | None = None) -> logging.Logger:
             snakemake.rule,
             "".join(traceback.format_exception(exc_type, exc, tb)).rstrip(),
         )
+        # Snakemake deletes the outputs of a failed job; their records must go with them.
+        discard_records(outputs)
 
     sys.excepthook = log_uncaught
     n_threads = threads or snakemake.threads

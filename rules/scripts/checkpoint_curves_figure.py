@@ -10,11 +10,12 @@ def main(snakemake) -> None:
     from dashrepro.io import atomic_path, read_json
     from dashrepro.provenance import write_provenance
     from dashrepro.reporting import plot_checkpoint_curves
+    from dashrepro.scoring import load_checked_summary
 
     base = read_json(snakemake.input.base_accuracy[0])["student"]["mean_over_benchmarks"]
     rows = []
-    for path in snakemake.input.summaries:
-        s = read_json(path)
+    for path, samples in zip(snakemake.input.summaries, snakemake.input.samples, strict=True):
+        s = load_checked_summary(path, samples, snakemake.params.benchmarks)
         rows.append(
             {
                 "method": s["method"],
@@ -49,6 +50,7 @@ def main(snakemake) -> None:
             "checkpoint_curves_figure",
             inputs={
                 "summaries": list(snakemake.input.summaries),
+                "samples": list(snakemake.input.samples),
                 "selections": list(snakemake.input.selections),
                 "base_accuracy": list(snakemake.input.base_accuracy),
             },

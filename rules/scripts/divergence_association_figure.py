@@ -11,7 +11,7 @@ def main(snakemake) -> None:
     log = setup(snakemake, threads=1)
     import pandas as pd
 
-    from dashrepro.io import atomic_path, write_json
+    from dashrepro.io import atomic_path, read_parquet, write_json
     from dashrepro.provenance import write_provenance
     from dashrepro.reporting import (
         divergence_association,
@@ -21,7 +21,7 @@ def main(snakemake) -> None:
 
     frames = []
     for path in snakemake.input.traces:
-        traces = pd.read_parquet(path)
+        traces = read_parquet(path)
         if "r" in traces.columns:  # objectives without a local signal (EOPD, AVSD) have none
             frames.append(traces.assign(run=path))
     frame = future_divergence(pd.concat(frames, ignore_index=True))

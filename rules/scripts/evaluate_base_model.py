@@ -17,7 +17,7 @@ def main(snakemake) -> None:
         grade_and_summarize,
         has_reference_solutions,
     )
-    from dashrepro.io import write_json, write_parquet
+    from dashrepro.io import read_parquet, write_json, write_parquet
     from dashrepro.prompts import TeacherProtocol
     from dashrepro.provenance import write_provenance
 
@@ -28,7 +28,7 @@ def main(snakemake) -> None:
     # The teacher needs a reference solution in its prompt. Real benchmarks ship answers only, so
     # the teacher is measured on the benchmarks that have solutions (the synthetic ones).
     with_solutions = [
-        name for name, path in bench_files.items() if has_reference_solutions(pd.read_parquet(path))
+        name for name, path in bench_files.items() if has_reference_solutions(read_parquet(path))
     ]
     record["teacher_benchmarks"] = with_solutions
     for role, out in (

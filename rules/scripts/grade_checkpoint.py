@@ -5,14 +5,12 @@ from _bootstrap import setup
 
 def main(snakemake) -> None:
     log = setup(snakemake, threads=1)
-    import pandas as pd
-
     from dashrepro.evaluation import grade_and_summarize
-    from dashrepro.io import write_json, write_parquet
+    from dashrepro.io import read_parquet, write_json, write_parquet
     from dashrepro.provenance import write_provenance
 
     wc = snakemake.wildcards
-    responses = pd.read_parquet(snakemake.input.responses)
+    responses = read_parquet(snakemake.input.responses)
     samples, summary = grade_and_summarize(
         responses, snakemake.params.benchmarks, snakemake.params.grading
     )

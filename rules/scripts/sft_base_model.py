@@ -10,7 +10,7 @@ def main(snakemake) -> None:
     import pandas as pd
     from transformers import AutoTokenizer
 
-    from dashrepro.io import atomic_dir, write_parquet
+    from dashrepro.io import atomic_dir, read_parquet, write_parquet
     from dashrepro.prompts import TeacherProtocol
     from dashrepro.provenance import write_provenance
     from dashrepro.sft import build_sft_examples, run_sft
@@ -29,7 +29,7 @@ def main(snakemake) -> None:
         sft["seed"],
     )
     log.info("tiny Qwen3: %d parameters", count_parameters(model))
-    frame = pd.read_parquet(snakemake.input.train)
+    frame = read_parquet(snakemake.input.train)
     examples = build_sft_examples(frame, tokenizer, protocol, sft["teacher_fraction"], sft["seed"])
     history = run_sft(model, examples, sft, sft["seed"], log=log.info)
     out_dir = Path(snakemake.output.weights).parent

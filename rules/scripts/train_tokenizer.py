@@ -7,13 +7,12 @@ from _bootstrap import setup
 
 def main(snakemake) -> None:
     log = setup(snakemake)
-    import pandas as pd
 
-    from dashrepro.io import atomic_dir
+    from dashrepro.io import atomic_dir, read_parquet
     from dashrepro.provenance import write_provenance
     from dashrepro.tiny_tokenizer import build_and_save
 
-    frame = pd.read_parquet(snakemake.input.train)
+    frame = read_parquet(snakemake.input.train)
     protocol = snakemake.params.protocol
     texts = [*frame["problem"], *frame["reference_solution"], *protocol.values()]
     out_dir = Path(snakemake.output.tokenizer).parent

@@ -378,6 +378,26 @@ def _read_state_record(ckpt_dir: Path) -> dict[str, Any]:
     return record
 
 
+def state_config_differences(ckpt_dir: str | os.PathLike, run_config: Mapping) -> list[str]:
+    """Why the state in ``ckpt_dir`` was not written under ``run_config`` (empty: it was).
+
+    One line per differing key (``train.lr: 0.002 -> 0.001``); an unreadable record, another
+    format version or a hand-edited fingerprint are differences too.
+    """
+    ckpt_dir = Path(ckpt_dir)
+    try:
+        record = _read_state_record(ckpt_dir)
+    except (OSError, ValueError) as exc:
+        return [f"its record cannot be read ({exc})"]
+    if record.get("format_version") != FORMAT_VERSION:
+        return [f"format_version: {record.get('format_version')!r} -> {FORMAT_VERSION}"]
+    if record.get("fingerprint") == config_fingerprint(run_config):
+        return []
+    return _config_diff(record.get("run_config"), _normalised(run_config)) or [
+        "fingerprint: differs although no key does (edited by hand?)"
+    ]
+
+
 def load_training_state(
     ckpt_dir: str | os.PathLike,
     *,
@@ -441,7 +461,12 @@ def load_training_state(
 
     # Adapter: check the key sets match exactly, so that a state from another LoRA layout
     # (rank, target modules) cannot load partially with the rest left at its fresh init.
-    weights = load_file(str(adapter_dir / ADAPTER_WEIGHTS), device="cpu")
+    try:
+        weights = load_file(str(adapter_dir / ADAPTER_WEIGHTS), device="cpu")
+    except Exception as exc:  # safetensors' own error types name no file
+        raise AdapterFileError(
+            f"{adapter_dir / ADAPTER_WEIGHTS}: cannot load ({type(exc).__name__}: {exc})"
+        ) from None
     expected = set(get_peft_model_state_dict(model, adapter_name=adapter_name))
     if set(weights) != expected:
         raise ValueError(
@@ -466,6 +491,51 @@ def load_training_state(
     rng_state = torch.load(ckpt_dir / RNG_FILE, map_location="cpu", weights_only=True)
     _restore_rng(rng_state, python_rng, ckpt_dir)
     return {"step": record["step"], "data_state": record["data_state"], "extra": record["extra"]}
+
+
+# ------------------------------------------------------------------------------------------------
+# Loading a saved adapter (evaluation, vLLM requests)
+
+
+class AdapterFileError(ValueError):
+    """A PEFT adapter folder whose files are missing or damaged; the message names the file."""
+
+
+def check_adapter_files(adapter_dir: str | os.PathLike) -> None:
+    """Raise :class:`AdapterFileError` naming the file unless ``adapter_dir`` holds a readable
+    ``adapter_config.json`` and a complete ``adapter_model.safetensors``.
+
+    Opens the safetensors file, which checks its header against the file's length (a truncated
+    file fails here, named, instead of deep inside peft or vLLM with a message naming no file).
+    """
+    from safetensors import safe_open
+
+    folder = Path(adapter_dir)
+    config_path, weights_path = folder / ADAPTER_CONFIG, folder / ADAPTER_WEIGHTS
+    for path in (config_path, weights_path):
+        if not path.is_file():
+            raise AdapterFileError(f"{path}: missing (an adapter folder needs it)")
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise AdapterFileError(f"{config_path}: not a valid adapter config ({exc})") from None
+    if not isinstance(config, dict) or "peft_type" not in config:
+        raise AdapterFileError(f"{config_path}: not a PEFT adapter config (no 'peft_type')")
+    try:
+        with safe_open(str(weights_path), framework="pt", device="cpu") as handle:
+            handle.keys()
+    except Exception as exc:  # safetensors raises its own error types for damaged files
+        raise AdapterFileError(
+            f"{weights_path}: damaged or truncated safetensors file ({type(exc).__name__}: {exc})"
+        ) from None
+
+
+def load_adapter(model, adapter_dir: str | os.PathLike):
+    """``PeftModel.from_pretrained(model, adapter_dir)`` after :func:`check_adapter_files`."""
+    from peft import PeftModel
+
+    check_adapter_files(adapter_dir)
+    return PeftModel.from_pretrained(model, str(adapter_dir))
 
 
 # ------------------------------------------------------------------------------------------------

@@ -1,28 +1,35 @@
-"""Loading and validating ``workflow_config.yaml``.
+"""Loading and validating ``workflow_config.yaml`` (and experiment overlays merged over it).
 
 The JSON schema (``config_schema.yaml`` beside this module) checks keys and types; ``check_semantics`` then checks
 what a schema cannot: that the report names methods and scales that exist, that checkpoints divide
-the step budget, and that each method's ``params`` are exactly the keys its aggregation takes
-(so a key that does not apply to the chosen method stops the run instead of being ignored).
-Every error names the offending key path and the file.
+the step budget, that lengths fit their context, and that each method's ``params`` and
+``objective_params`` are exactly the keys its aggregation or objective takes, each within the
+range declared in ``dashrepro.parameters`` (so ``kappa: -5`` or a key that does not apply stops
+the run before any job starts). Every error names the offending key path, the files the
+configuration was merged from, and the file that set the offending value.
 
-    python -m dashrepro.config workflow_config.yaml   # prints "ok" or the errors
+    python -m dashrepro.config workflow_config.yaml                       # "ok" or the errors
+    python -m dashrepro.config workflow_config.yaml config/experiments/paper.yaml   # an overlay
+
+Overlays merge the way Snakemake merges ``--configfile`` files (``snakemake.utils.update_config``:
+nested mappings merge key by key, anything else is replaced).
+
+Torch-free: Snakemake imports this module while it parses the workflow.
 """
 
 from __future__ import annotations
 
+import copy
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import jsonschema
 import yaml
 
+from dashrepro.parameters import AGGREGATION_PARAMS, OBJECTIVE_PARAMS, check_params
+
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
-
-
-# The keys each training objective's `objective_params` may hold (objectives.eopd_token_loss).
-OBJECTIVE_PARAMS = {"distill": set(), "eopd": {"entropy_threshold", "top_k"}, "avsd": set()}
 
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -44,19 +51,142 @@ def _key_path(error: jsonschema.ValidationError) -> str:
     return ".".join(parts) if parts else "<top level>"
 
 
+# How much a leaf error of a failed oneOf/anyOf says about what to fix, most telling first: a
+# key that is not allowed (often misspelt), a missing key, a bad value, then structural ones.
+_TELLING = ("additionalProperties", "required", "enum", "const", "pattern", "minimum", "maximum")
+
+
+def _leaves(error: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
+    if not error.context:
+        return [error]
+    return [leaf for sub in error.context for leaf in _leaves(sub)]
+
+
+def _most_specific(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
+    """For a ``oneOf``/``anyOf`` failure, the sub-error that says what to fix.
+
+    jsonschema reports "is not valid under any of the given schemas" and keeps each branch's
+    reasons in ``error.context``. Of the leaf reasons, the deepest and most telling one wins (a
+    misspelt key over "is not of type 'null'" from the branch for a null value).
+    """
+    leaves = _leaves(error)
+    if len(leaves) == 1:
+        return leaves[0]
+
+    def rank(leaf):
+        telling = _TELLING.index(leaf.validator) if leaf.validator in _TELLING else len(_TELLING)
+        return (-len(leaf.absolute_path), telling)
+
+    return min(leaves, key=rank)
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    """``key.path: message``; a key that is not allowed is named in the path itself."""
+    path = _key_path(error)
+    if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
+        allowed = set(error.schema.get("properties", {}))
+        extra = sorted(str(k) for k in error.instance if k not in allowed)
+        if extra and allowed:
+            prefix = "" if path == "<top level>" else f"{path}."
+            keys = ", ".join(f"{prefix}{k}" for k in extra)
+            return f"{keys}: {error.message}; allowed keys here: {sorted(allowed)}"
+    return f"{path}: {error.message}"
+
+
 def schema_errors(config: Mapping, schema: Mapping) -> list[str]:
     validator = jsonschema.Draft202012Validator(schema)
     messages = []
     for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.path))):
-        messages.append(f"{_key_path(error)}: {error.message}")
+        specific = _most_specific(error)
+        message = _describe(specific)
+        if specific is not error:
+            message += f" ({_key_path(error)} must match one of its allowed forms)"
+        messages.append(message)
     return messages
 
 
-def check_semantics(config: Mapping) -> list[str]:
-    from dashrepro.objectives import AGGREGATIONS, aggregation_param_names
+def _method_problems(name: str, method: Mapping, config: Mapping) -> list[str]:
+    """Every problem of one method entry: its aggregation or objective and their parameters."""
+    where = f"methods.{name}"
+    aggregation = method["aggregation"]
+    if aggregation not in AGGREGATION_PARAMS:
+        return [
+            f"{where}.aggregation: unknown aggregation {aggregation!r}; "
+            f"known: {sorted(AGGREGATION_PARAMS)}"
+        ]
+    objective = method.get("objective", "distill")
+    problems = check_params(
+        OBJECTIVE_PARAMS[objective],
+        method.get("objective_params") or {},
+        f"{where}.objective_params",
+        owner=f"objective {objective!r}",
+    )
+    if objective != "distill" and (aggregation != "opsd" or method["params"]):
+        problems.append(
+            f"{where}.aggregation: objective {objective!r} has its own per-token "
+            "loss; set `aggregation: opsd` and `params: {}`"
+        )
+    grpo = method.get("grpo")
+    if grpo:
+        for scale, spec in config["scales"].items():
+            per_process = spec["train"]["micro_batch_size"] * spec["train"]["grad_accumulation"]
+            if per_process % grpo["group_size"]:
+                problems.append(
+                    f"{where}.grpo.group_size: {grpo['group_size']} does not divide "
+                    f"the rollouts per process and step of scale {scale} "
+                    f"(micro_batch_size x grad_accumulation = {per_process})"
+                )
+    problems += check_params(
+        AGGREGATION_PARAMS[aggregation],
+        method["params"],
+        f"{where}.params",
+        owner=f"aggregation {aggregation!r}",
+    )
+    return problems
 
+
+def _length_problems(scale: str, spec: Mapping, evaluation: Mapping | None) -> list[str]:
+    """Lengths that cannot fit: a rollout in its total budget, sequences in the model's context
+    (the evaluation's too, for a scale that is evaluated: ``evaluation`` not None)."""
+    train, problems = spec["train"], []
+    total = train.get("max_total_length")
+    if total is not None and total <= train["max_new_tokens"]:
+        problems.append(
+            f"scales.{scale}.train.max_total_length: {total} leaves no room for a prompt before "
+            f"max_new_tokens={train['max_new_tokens']} (it must be larger)"
+        )
+    if spec["source"] == "embedded":
+        context = spec["architecture"]["max_position_embeddings"]
+        for key, value in (
+            ("train.max_total_length", total),
+            ("train.max_new_tokens", train["max_new_tokens"]),
+        ):
+            if value is not None and value > context:
+                problems.append(
+                    f"scales.{scale}.{key}: {value} exceeds the model's context "
+                    f"(architecture.max_position_embeddings = {context})"
+                )
+        if evaluation is not None and evaluation["max_new_tokens"] >= context:
+            problems.append(
+                f"evaluation.max_new_tokens: {evaluation['max_new_tokens']} leaves no room for a "
+                f"prompt in scale {scale}'s context (max_position_embeddings = {context})"
+            )
+    return problems
+
+
+def check_semantics(config: Mapping) -> list[str]:
     problems = []
+    evaluation = config["evaluation"]
+    vllm_len = (evaluation.get("vllm") or {}).get("max_model_len")
+    if evaluation["backend"] == "vllm" and vllm_len is not None:
+        if vllm_len <= evaluation["max_new_tokens"]:
+            problems.append(
+                f"evaluation.vllm.max_model_len: {vllm_len} leaves no room for a prompt before "
+                f"evaluation.max_new_tokens={evaluation['max_new_tokens']}"
+            )
+    evaluated = {config["report"]["main_table"]["scale"]}
     for scale, spec in config["scales"].items():
+        problems += _length_problems(scale, spec, evaluation if scale in evaluated else None)
         train = spec["train"]
         if train["steps"] % train["checkpoint_every"]:
             problems.append(
@@ -82,43 +212,7 @@ def check_semantics(config: Mapping) -> list[str]:
                 f"scales.{scale}.architecture.num_key_value_heads: must divide num_attention_heads"
             )
     for name, method in config["methods"].items():
-        aggregation = method["aggregation"]
-        if aggregation not in AGGREGATIONS:
-            problems.append(
-                f"methods.{name}.aggregation: unknown aggregation {aggregation!r}; "
-                f"known: {sorted(AGGREGATIONS)}"
-            )
-            continue
-        objective = method.get("objective", "distill")
-        allowed_objective = OBJECTIVE_PARAMS[objective]
-        for key in method.get("objective_params") or {}:
-            if key not in allowed_objective:
-                problems.append(
-                    f"methods.{name}.objective_params.{key}: does not apply to objective "
-                    f"{objective!r} (it takes {sorted(allowed_objective) or 'no params'})"
-                )
-        if objective != "distill" and (aggregation != "opsd" or method["params"]):
-            problems.append(
-                f"methods.{name}.aggregation: objective {objective!r} has its own per-token "
-                "loss; set `aggregation: opsd` and `params: {}`"
-            )
-        grpo = method.get("grpo")
-        if grpo:
-            for scale, spec in config["scales"].items():
-                per_process = spec["train"]["micro_batch_size"] * spec["train"]["grad_accumulation"]
-                if per_process % grpo["group_size"]:
-                    problems.append(
-                        f"methods.{name}.grpo.group_size: {grpo['group_size']} does not divide "
-                        f"the rollouts per process and step of scale {scale} "
-                        f"(micro_batch_size x grad_accumulation = {per_process})"
-                    )
-        allowed = aggregation_param_names(aggregation)
-        for key in method["params"]:
-            if key not in allowed:
-                problems.append(
-                    f"methods.{name}.params.{key}: does not apply to aggregation "
-                    f"{aggregation!r} (it takes {sorted(allowed) or 'no params'})"
-                )
+        problems += _method_problems(name, method, config)
     for name, bench in config["benchmarks"].items():
         if bench["dataset"] is None and "task" not in bench:
             problems.append(
@@ -143,32 +237,113 @@ def check_semantics(config: Mapping) -> list[str]:
     return problems
 
 
-def validate_config(config: Mapping, source: str = "<config>") -> None:
+def _origin(key_path: str, sources: Sequence[tuple[str, Mapping]]) -> str | None:
+    """The last of ``sources`` (name, mapping) that sets ``key_path`` (``a.b.0.c``)."""
+    found = None
+    for name, mapping in sources:
+        node: object = mapping
+        for part in key_path.split("."):
+            if isinstance(node, Mapping) and part in node:
+                node = node[part]
+            elif isinstance(node, list) and part.isdigit() and int(part) < len(node):
+                node = node[int(part)]
+            else:
+                break
+        else:
+            found = name
+    return found
+
+
+def validate_config(
+    config: Mapping,
+    source: str = "<config>",
+    sources: Sequence[tuple[str, Mapping]] = (),
+) -> None:
+    """Raise ``ConfigError`` listing every problem of ``config``.
+
+    ``source`` names what the configuration was merged from (the files loaded, in order);
+    ``sources`` are those files' own contents as (name, mapping), so each problem can say which
+    file set the offending value.
+    """
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
     problems = schema_errors(config, schema)
     if not problems:
         problems = check_semantics(config)
     if problems:
-        listing = "\n  - ".join(problems)
+        lines = []
+        for problem in problems:
+            key = problem.split(":", 1)[0]
+            origin = _origin(key, sources) if sources else None
+            lines.append(f"{problem} [set in {origin}]" if origin else problem)
+        listing = "\n  - ".join(lines)
         raise ConfigError(f"invalid configuration in {source}:\n  - {listing}")
 
 
-def load_config(path: str | Path) -> dict:
+def snakemake_config_sources(
+    workflow_file: str | Path, overlay_files: Sequence[str | Path], overrides: Mapping
+) -> tuple[str, list[tuple[str, Mapping]]]:
+    """What Snakemake merged ``config`` from, in its order: the workflow's ``configfile:``, each
+    ``--configfile`` overlay, then ``--config`` values. Returns the label for messages and the
+    (name, contents) pairs ``validate_config`` uses to say which source set a bad value."""
+    sources: list[tuple[str, Mapping]] = []
+    for path in [workflow_file, *overlay_files]:
+        try:
+            sources.append((str(path), read_config_file(path)))
+        except ConfigError:
+            sources.append((str(path), {}))  # Snakemake has already read it; no attribution
+    if overrides:
+        sources.append(("--config", dict(overrides)))
+    return " + ".join(name for name, _ in sources), sources
+
+
+def read_config_file(path: str | Path) -> dict:
+    """One YAML config file as a mapping; a bad file raises ``ConfigError`` naming it."""
     path = Path(path)
     try:
-        config = yaml.safe_load(path.read_text())
+        config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read ({exc})") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
-    validate_config(config, str(path))
+    return config
+
+
+def merge_configs(base: Mapping, *overlays: Mapping) -> dict:
+    """``base`` with each overlay merged over it, exactly as Snakemake merges ``--configfile``s."""
+    from snakemake.utils import update_config
+
+    merged = copy.deepcopy(dict(base))
+    for overlay in overlays:
+        update_config(merged, copy.deepcopy(dict(overlay)))
+    return merged
+
+
+def load_config(path: str | Path, *overlays: str | Path) -> dict:
+    """The configuration of ``path`` with ``overlays`` merged over it, validated."""
+    files = [Path(path), *map(Path, overlays)]
+    contents = [read_config_file(f) for f in files]
+    config = merge_configs(*contents)
+    validate_config(
+        config,
+        " + ".join(map(str, files)),
+        sources=list(zip(map(str, files), contents, strict=True)),
+    )
     return config
 
 
 def main() -> None:
-    path = sys.argv[1] if len(sys.argv) > 1 else "workflow_config.yaml"
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        description="Validate a workflow configuration without running anything.",
+    )
+    parser.add_argument("base", nargs="?", default="workflow_config.yaml")
+    parser.add_argument("overlays", nargs="*", help="experiment overlays, merged in order")
+    args = parser.parse_args()
     try:
-        load_config(path)
+        load_config(args.base, *args.overlays)
     except ConfigError as exc:
         sys.exit(str(exc))
     print("ok")

@@ -320,29 +320,41 @@ def _describe_row(dropped: DroppedRow) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+def _decoded_lines(path: Path):
+    """``(line_number, text)`` of a UTF-8 file; a byte that is not UTF-8 names file and line."""
+    with open(path, "rb") as handle:
+        for line_number, raw in enumerate(handle, start=1):
+            try:
+                yield line_number, raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise DataError(
+                    f"{path}: line {line_number} is not UTF-8 text "
+                    f"(byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line)"
+                ) from None
+
+
 def _read_jsonl(path: Path) -> pd.DataFrame:
     records = []
-    with open(path, encoding="utf-8") as handle:
-        for line_number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise DataError(
-                    f"{path}: line {line_number} is not valid JSON ({exc.msg} at column {exc.colno})"
-                ) from None
-            if not isinstance(record, dict):
-                raise DataError(
-                    f"{path}: line {line_number} holds a JSON {type(record).__name__}, "
-                    "expected an object"
-                )
-            records.append(record)
+    for line_number, line in _decoded_lines(path):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise DataError(
+                f"{path}: line {line_number} is not valid JSON ({exc.msg} at column {exc.colno})"
+            ) from None
+        if not isinstance(record, dict):
+            raise DataError(
+                f"{path}: line {line_number} holds a JSON {type(record).__name__}, "
+                "expected an object"
+            )
+        records.append(record)
     return _frame_from_records(records)
 
 
 def _read_json(path: Path) -> pd.DataFrame:
-    text = path.read_text(encoding="utf-8")
+    text = "".join(line for _, line in _decoded_lines(path))
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
@@ -735,7 +747,7 @@ def prepare_dataset(
     if spec is None:
         if source_file is None:
             raise DataError(f"{what}: synthetic data needs its source file")
-        frame = pd.read_parquet(source_file)
+        frame = _read_parquet(Path(source_file))
         missing = [c for c in COLUMNS if c not in frame.columns]
         if missing:
             raise DataError(f"{source_file}: missing column(s) {missing}")

@@ -10,7 +10,8 @@ as one parquet row per sample. The summary has, per benchmark:
 - ``stderr``: its standard error clustered by problem (std of per-problem means / sqrt(n));
 - ``pass_at_k``: the unbiased pass@k estimator (with k = samples drawn, 1 - prod over problems of
   C(n - c, k) / C(n, k) reduces to "any correct");
-- counts of truncated responses, responses with no boxed answer, grader timeouts and fallbacks;
+- counts of truncated responses, responses with no boxed answer, grader timeouts, fallbacks and
+  boxes math-verify parsed only in part;
 
 and ``mean_over_benchmarks``, the unweighted mean that checkpoint selection maximises.
 """
@@ -19,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import time
 from collections.abc import Mapping
 from dataclasses import asdict
@@ -31,8 +31,16 @@ from transformers import AutoModelForCausalLM
 
 from dashrepro.generation import SamplingSettings
 from dashrepro.grading import grade_batch
-from dashrepro.io import write_parquet
+from dashrepro.io import (
+    UnreadableFileError,
+    read_parquet,
+    read_parquet_record,
+    sha256_path,
+    source_fingerprint,
+    write_parquet,
+)
 from dashrepro.prompts import TeacherProtocol, render_student_prompt, render_teacher_prompt
+from dashrepro.scoring import summarize_samples
 
 RESPONSE_COLUMNS = [
     "checkpoint",
@@ -52,9 +60,9 @@ SAMPLE_COLUMNS = [*RESPONSE_COLUMNS, "extracted", "correct", "grading_path", "gr
 def load_policy(base_model_dir: str | Path, adapter_dir: str | Path | None):
     model = AutoModelForCausalLM.from_pretrained(str(base_model_dir), dtype=torch.float32)
     if adapter_dir is not None:
-        from peft import PeftModel
+        from dashrepro.checkpointing import load_adapter
 
-        model = PeftModel.from_pretrained(model, str(adapter_dir))
+        model = load_adapter(model, adapter_dir)
     model.eval()
     return model
 
@@ -63,6 +71,48 @@ def shard_seed(base_seed: int, shard_key: str) -> int:
     """A generation seed for one shard, fixed by the base seed and the shard's problems."""
     digest = hashlib.sha256(f"{base_seed}:{shard_key}".encode()).hexdigest()
     return int(digest[:8], 16)
+
+
+def shard_problems_digest(bench: str, rows) -> str:
+    """sha256 of what a shard's samples are drawn for: each problem's id, text, solution, answer."""
+    payload = [
+        [bench, str(r.id), str(r.problem), str(r.reference_solution), str(r.answer)] for r in rows
+    ]
+    return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
+
+
+def _digest(items) -> str:
+    return hashlib.sha256(json.dumps(list(items)).encode()).hexdigest()
+
+
+def _shard_mismatch(stored: dict | None, wanted: dict) -> str | None:
+    """Why a kept shard cannot be reused (None when every recorded input matches)."""
+    if stored is None:
+        return "it has no record of what it was made from (written by an older version)"
+    reasons = []
+    for key, value in wanted.items():
+        if stored.get(key) != value:
+            before = json.dumps(stored.get(key), sort_keys=True)
+            now = json.dumps(value, sort_keys=True)
+            reasons.append(f"{key} changed ({before[:80]} when written, {now[:80]} now)")
+    return "; ".join(reasons) or None
+
+
+def _reuse_shard(path: Path, wanted: dict, log) -> pd.DataFrame | None:
+    """The kept shard at ``path`` if it was made from exactly ``wanted``, else None (deleted)."""
+    try:
+        reason = _shard_mismatch(read_parquet_record(path), wanted)
+        frame = None if reason else read_parquet(path)
+    except UnreadableFileError as exc:
+        reason = f"it cannot be read ({exc})"
+    if reason is None and list(frame.columns) != RESPONSE_COLUMNS:
+        reason = f"its columns {list(frame.columns)} are not {RESPONSE_COLUMNS}"
+    if reason is None:
+        return frame
+    if log is not None:
+        log(f"discarding kept shard {path.name}: {reason}")
+    path.unlink(missing_ok=True)
+    return None
 
 
 def generate_samples(
@@ -78,6 +128,7 @@ def generate_samples(
     protocol: TeacherProtocol | None = None,
     shard_size: int = 30,
     shard_dir: str | Path | None = None,
+    base_model_fingerprint: str | None = None,
     log=None,
 ) -> pd.DataFrame:
     """k sampled responses per problem of each benchmark, one row per sample, not yet graded.
@@ -87,36 +138,36 @@ def generate_samples(
 
     Problems are generated in shards of ``shard_size`` problems (within one benchmark), each with
     its own seed derived from ``seed`` and the shard's problem ids (recorded per row). With a
-    ``shard_dir``, every finished shard is written there atomically, tagged with a hash of what
-    determines its samples; a rerun after a killed job loads the finished shards and generates
-    only the missing ones, and the result equals an uninterrupted run.
+    ``shard_dir``, every finished shard is written there atomically with a record of everything
+    its samples were made from: the sampling settings, the content hash of the adapter's files,
+    ``base_model_fingerprint`` (the content hash of the base model's folder, or its hub id), the
+    hash of the shard's problems and of the rendered prompts. A rerun after a killed job reuses a
+    kept shard only when every one of these matches, and discards it otherwise with a log line
+    naming what changed (a retrained adapter, an edited benchmark, a new prompt template); the
+    result equals an uninterrupted run.
     """
     shards = []
     for bench, frame in benchmarks.items():
         rows = list(frame.itertuples(index=False))
         for start in range(0, len(rows), shard_size):
             shards.append((bench, rows[start : start + shard_size]))
-    settings_tag = json.dumps(
-        {
-            "k": k,
-            "sampling": asdict(sampling),
-            "seed": seed,
-            "checkpoint": checkpoint,
-            "role": prompt_role,
-        },
-        sort_keys=True,
-    )
+    settings = {
+        "k": k,
+        "sampling": asdict(sampling),
+        "seed": seed,
+        "checkpoint": checkpoint,
+        "role": prompt_role,
+    }
+    inputs = {
+        "settings": settings,
+        "adapter": sha256_path(adapter_dir) if shard_dir and adapter_dir is not None else None,
+        "base_model": base_model_fingerprint,
+    }
     tokenizer = sampler.tokenizer
     frames = []
     generation_seconds = 0.0
     for shard_index, (bench, rows) in enumerate(shards):
         key = f"{bench}:" + ",".join(str(r.id) for r in rows)
-        tag = hashlib.sha256(f"{settings_tag}|{key}".encode()).hexdigest()[:16]
-        cached = Path(shard_dir) / f"shard-{shard_index:04d}-{tag}.parquet" if shard_dir else None
-        if cached is not None and cached.exists():
-            frames.append(pd.read_parquet(cached))
-            continue
-        this_seed = shard_seed(seed, key)
         prompts, meta = [], []
         for row in rows:
             if prompt_role == "student":
@@ -130,6 +181,18 @@ def generate_samples(
             for index in range(k):
                 prompts.append(prompt)
                 meta.append((row.id, index, str(row.answer)))
+        wanted = {
+            **inputs,
+            "problems": shard_problems_digest(bench, rows),
+            "prompts": _digest(prompts[::k]),
+        }
+        kept = Path(shard_dir) / f"shard-{shard_index:04d}.parquet" if shard_dir else None
+        if kept is not None and kept.exists():
+            reused = _reuse_shard(kept, wanted, log)
+            if reused is not None:
+                frames.append(reused)
+                continue
+        this_seed = shard_seed(seed, key)
         started = time.perf_counter()
         samples = sampler.sample(prompts, sampling, this_seed, adapter_dir=adapter_dir)
         generation_seconds += time.perf_counter() - started
@@ -152,8 +215,8 @@ def generate_samples(
             ],
             columns=RESPONSE_COLUMNS,
         )
-        if cached is not None:
-            write_parquet(cached, shard)
+        if kept is not None:
+            write_parquet(kept, shard, record=wanted)
         if log is not None:
             log(f"shard {shard_index + 1}/{len(shards)} ({bench}, {len(rows)} problems) generated")
         frames.append(shard)
@@ -185,51 +248,6 @@ def grade_samples(
     return graded
 
 
-def unbiased_pass_at_k(n: int, c: int, k: int) -> float:
-    """Chen et al. (2021): 1 - C(n - c, k) / C(n, k) for n samples with c correct."""
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
-
-
-def summarize_samples(samples: pd.DataFrame, benchmark_order: list[str]) -> dict:
-    """Per-benchmark Avg@k (percent), clustered stderr, pass@k and flag counts."""
-    per_benchmark = {}
-    for bench in benchmark_order:
-        rows = samples[samples["benchmark"] == bench]
-        if rows.empty:
-            raise ValueError(f"no samples for benchmark {bench!r}")
-        per_problem = rows.groupby("problem_id")["correct"].agg(["mean", "sum", "count"])
-        k = int(per_problem["count"].min())
-        n_problems = len(per_problem)
-        std = float(per_problem["mean"].std(ddof=1)) if n_problems > 1 else 0.0
-        per_benchmark[bench] = {
-            "avg_at_k": 100.0 * float(per_problem["mean"].mean()),
-            "stderr": 100.0 * std / math.sqrt(n_problems),
-            "pass_at_k": 100.0
-            * float(
-                sum(
-                    unbiased_pass_at_k(int(r["count"]), int(r["sum"]), k)
-                    for _, r in per_problem.iterrows()
-                )
-                / n_problems
-            ),
-            "k": k,
-            "n_problems": n_problems,
-            "n_samples": len(rows),
-            "n_truncated": int((rows["finish_reason"] == "length").sum()),
-            "n_no_boxed": int((rows["grading_path"] == "no_boxed").sum()),
-            "n_grader_timeout": int((rows["grading_path"] == "timeout").sum()),
-            "n_fallback": int((rows["grading_path"] == "exact_fallback").sum()),
-            "n_grader_error": int((rows["grading_path"] == "error").sum()),
-        }
-    return {
-        "benchmarks": per_benchmark,
-        "mean_over_benchmarks": sum(b["avg_at_k"] for b in per_benchmark.values())
-        / len(per_benchmark),
-    }
-
-
 def has_reference_solutions(benchmark: pd.DataFrame) -> bool:
     """Whether every problem has a reference solution (the privileged teacher's context)."""
     solutions = benchmark["reference_solution"]
@@ -259,7 +277,7 @@ def generate_policy_responses(
     backend = generation.get("backend", "hf")
     options = dict(generation.get("vllm") or {}) if backend == "vllm" else {}
     sampler = make_sampler(backend, base_model=str(base_model_dir), **options)
-    benchmarks = {name: pd.read_parquet(path) for name, path in benchmark_files.items()}
+    benchmarks = {name: read_parquet(path) for name, path in benchmark_files.items()}
     sampling = SamplingSettings(
         temperature=generation["temperature"],
         top_p=generation["top_p"],
@@ -279,6 +297,7 @@ def generate_policy_responses(
         protocol=protocol,
         shard_size=generation["shard_size"],
         shard_dir=shard_dir,
+        base_model_fingerprint=source_fingerprint(base_model_dir) if shard_dir else None,
         log=log,
     )
 

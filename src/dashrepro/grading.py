@@ -1,7 +1,7 @@
 """Answer grading: the symbolic benchmark grader and the outcome-level reward grader.
 
 Two graders live here, matching the paper's appendix "Answer extraction and
-equivalence checking" and ``/work/shared/METHODS.md`` section "Evaluation protocol":
+equivalence checking" and the project's METHODS.md section "Evaluation protocol":
 
 * :func:`grade_response` / :func:`grade_batch` -- the grader behind every reported
   benchmark score (Avg@12). Last ``\\boxed{...}`` -> math-verify with a 5 s timeout ->
@@ -34,10 +34,16 @@ Protocol of :func:`grade_response` (decisions that METHODS.md asks to make expli
    verdict comes from the exact fallback, but the sample is recorded with
    ``path="timeout"`` (so ``correct`` is False unless the exact fallback matches). The
    same rule is applied when :func:`grade_batch` hard-kills a stuck worker.
-6. ``path="error"``: anything that is not an exception from math-verify's parse/verify,
+6. ``path="partial_parse"``: math-verify tries the matches in the (wrapped) box from the
+   rightmost on until one parses, so a box whose whole content does not parse can still
+   yield a fragment (``\\frac{1}{\\sqrt[}{x}^^_ 3`` -> ``3``). The prediction is parsed a
+   second time with ``extraction_mode="first_match"`` (the first match only); when that
+   parse is empty, the verdict comes from the exact fallback and the sample is recorded
+   with this path (counted in the evaluation summary as ``n_partial_parse``).
+7. ``path="error"``: anything that is not an exception from math-verify's parse/verify,
    i.e. a failure in this module's own code or a worker process that died on an item
    twice; ``correct`` again comes from the exact fallback, ``error`` holds the reason.
-7. No verdict short-cut: every boxed answer goes through math-verify's parse and
+8. No verdict short-cut: every boxed answer goes through math-verify's parse and
    verify; there is no string-equality fast path. The only speed-up is a per-process
    memo of ``math_verify.parse`` results keyed by the input string (parse is
    deterministic and its sympy results immutable, so a hit cannot change a verdict;
@@ -45,8 +51,9 @@ Protocol of :func:`grade_response` (decisions that METHODS.md asks to make expli
    math-verify parses it with latex2sympy / sympy's ``parse_expr`` only.
 
 Every result dict has keys ``correct`` (bool), ``extracted`` (str | None), ``path``
-(``"math_verify" | "exact_fallback" | "no_boxed" | "timeout" | "error"``), ``seconds``
-(float, grading wall time of that item) and ``error`` (str | None).
+(``"math_verify" | "exact_fallback" | "partial_parse" | "no_boxed" | "timeout" | "error"``),
+``seconds`` (float, grading wall time of that item) and ``error`` (str | None, at most
+``ERROR_TEXT_LIMIT`` characters plus a note of how many were cut).
 
 Threads: math-verify's timeout uses ``signal.alarm``, which only works in the main
 thread. :func:`grade_response` therefore refuses to run outside the main thread (it
@@ -66,11 +73,11 @@ timeout beyond the hard timeout.
 
 Run the tests::
 
-    /work/main/.venv/bin/pytest tests/test_grading.py -q
+    pytest tests/test_grading.py -q
 
 and the throughput benchmark::
 
-    /work/main/.venv/bin/python benchmarks/grading.py --quick
+    python benchmarks/grading.py --quick
 """
 
 from __future__ import annotations
@@ -96,7 +103,11 @@ __all__ = [
     "reward_exact_match",
 ]
 
-PATHS = ("math_verify", "exact_fallback", "no_boxed", "timeout", "error")
+PATHS = ("math_verify", "exact_fallback", "partial_parse", "no_boxed", "timeout", "error")
+
+#: Longest ``error`` text kept per sample: math-verify's messages quote the whole input, which
+#: for a pathological box is megabytes in every stored sample.
+ERROR_TEXT_LIMIT = 300
 
 # ---------------------------------------------------------------------------------------
 # Extraction
@@ -162,6 +173,13 @@ def exact_fallback_match(pred: str | None, gold: str) -> bool:
     return _exact_key(pred) == _exact_key(gold)
 
 
+def _short(text: str | None, limit: int = ERROR_TEXT_LIMIT) -> str | None:
+    """``text`` cut to ``limit`` characters, saying how much was cut."""
+    if text is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit} more characters]"
+
+
 def _result(
     correct: bool,
     extracted: str | None,
@@ -174,7 +192,7 @@ def _result(
         "extracted": extracted,
         "path": path,
         "seconds": float(seconds),
-        "error": error,
+        "error": _short(error),
     }
 
 
@@ -193,17 +211,21 @@ def _require_main_thread() -> None:
 # change a verdict. Returned lists (empty ones included) are stored; a timeout or other
 # exception is never cached, so such items are re-tried each time. In Avg@12 evaluation every gold repeats
 # 12 times and correct predictions repeat the gold, so most parses become hits.
-_PARSE_CACHE: dict[tuple[str, int], list] = {}
+_PARSE_CACHE: dict[tuple[str, int, str], list] = {}
 _PARSE_CACHE_MAX = 20_000
 
 
-def _parse_cached(math_verify, s: str, secs: int) -> list:
-    key = (s, secs)
+def _parse_cached(math_verify, s: str, secs: int, extraction_mode: str = "any_match") -> list:
+    key = (s, secs, extraction_mode)
     hit = _PARSE_CACHE.get(key)
     if hit is not None:
         return hit
     parsed = math_verify.parse(
-        s, fallback_mode="no_fallback", parsing_timeout=secs, raise_on_error=True
+        s,
+        fallback_mode="no_fallback",
+        extraction_mode=extraction_mode,
+        parsing_timeout=secs,
+        raise_on_error=True,
     )
     if len(_PARSE_CACHE) >= _PARSE_CACHE_MAX:
         _PARSE_CACHE.clear()
@@ -236,6 +258,19 @@ def _grade_extracted(extracted: str | None, gold: str, timeout_s: float) -> dict
             ok = exact_fallback_match(extracted, gold)
             return _result(
                 ok, extracted, "exact_fallback", time.perf_counter() - t0, f"empty parse ({side})"
+            )
+        # math-verify tries every match in the box (rightmost first) until one parses, so a box
+        # whose whole content does not parse can still yield a fragment of it: a "3" out of
+        # "\frac{1}{\sqrt[}{x}^^_\begin{matrix} 3". Only a parse of the first match -- the
+        # whole box -- may decide the verdict; otherwise the exact rule does.
+        if not _parse_cached(math_verify, pred_in, secs, extraction_mode="first_match"):
+            ok = exact_fallback_match(extracted, gold)
+            return _result(
+                ok,
+                extracted,
+                "partial_parse",
+                time.perf_counter() - t0,
+                "math-verify parsed only a fragment of the box",
             )
         ok = math_verify.verify(gold_parsed, pred_parsed, timeout_seconds=secs, raise_on_error=True)
         return _result(bool(ok), extracted, "math_verify", time.perf_counter() - t0)

@@ -1,8 +1,15 @@
-"""Atomic file writes and hashing.
+"""Atomic file writes, reads that name their file, and hashing.
 
 Every stage writes its outputs through these helpers: the data goes to a temporary file in the
 target folder first and is renamed into place, so a job killed mid-write never leaves a file
-that looks complete to Snakemake or to the next stage.
+that looks complete to Snakemake or to the next stage. The renamed file gets the permissions a
+plain ``open(path, "w")`` would give it (``0o666`` less the umask; folders ``0o777`` less the
+umask), not the owner-only mode of the temporary file, so collaborators on a shared project
+folder can read the results.
+
+Reads go through :func:`read_json` and :func:`read_parquet`, which turn any failure to read
+(missing, truncated, not the format, not UTF-8) into :class:`UnreadableFileError` naming the
+file, so a rule's error says which file to look at.
 """
 
 from __future__ import annotations
@@ -13,11 +20,31 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+
+class UnreadableFileError(ValueError):
+    """A file that exists in the pipeline's layout but cannot be read; the message names it."""
+
+
+_UMASK_LOCK = threading.Lock()
+
+
+def current_umask() -> int:
+    """The process's umask (Python has no getter before 3.13: set it and put it back)."""
+    with _UMASK_LOCK:
+        mask = os.umask(0o022)
+        os.umask(mask)
+    return mask
+
+
+def _give_plain_permissions(path: Path, directory: bool) -> None:
+    os.chmod(path, (0o777 if directory else 0o666) & ~current_umask())
 
 
 @contextlib.contextmanager
@@ -30,6 +57,8 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     tmp_path = Path(tmp)
     try:
         yield tmp_path
+        # mkstemp creates the file 0600; a plain write would have honoured the umask.
+        _give_plain_permissions(tmp_path, directory=False)
         os.replace(tmp_path, path)
     finally:
         if tmp_path.exists():
@@ -44,6 +73,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         yield tmp
+        _give_plain_permissions(tmp, directory=True)  # mkdtemp creates it 0700
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
@@ -58,12 +88,68 @@ def write_json(path: str | os.PathLike, obj: Any) -> None:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    return json.loads(Path(path).read_text())
+    """The parsed JSON of ``path``; any failure names the file (and the line for bad JSON)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise UnreadableFileError(
+            f"{path}: not UTF-8 text (byte {exc.start}: {exc.reason})"
+        ) from None
+    except OSError as exc:
+        raise UnreadableFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UnreadableFileError(
+            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})"
+        ) from None
 
 
-def write_parquet(path: str | os.PathLike, frame: pd.DataFrame) -> None:
+#: The parquet schema-metadata key under which :func:`write_parquet` stores a record.
+PARQUET_RECORD_KEY = b"dashrepro"
+
+
+def write_parquet(
+    path: str | os.PathLike, frame: pd.DataFrame, record: Mapping[str, Any] | None = None
+) -> None:
+    """Write ``frame`` atomically; ``record`` (JSON) goes into the file's schema metadata."""
     with atomic_path(path) as tmp:
-        frame.to_parquet(tmp, index=False)
+        if record is None:
+            frame.to_parquet(tmp, index=False)
+            return
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        table = pa.Table.from_pandas(frame, preserve_index=False)
+        metadata = dict(table.schema.metadata or {})
+        metadata[PARQUET_RECORD_KEY] = json.dumps(dict(record), sort_keys=True).encode()
+        pq.write_table(table.replace_schema_metadata(metadata), tmp)
+
+
+def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> pd.DataFrame:
+    """``pd.read_parquet`` whose failures (missing, truncated, garbage) name the file."""
+    try:
+        return pd.read_parquet(path, columns=columns)
+    except FileNotFoundError:
+        raise UnreadableFileError(f"{path}: no such file") from None
+    except Exception as exc:  # pyarrow raises several types for a damaged file
+        raise UnreadableFileError(
+            f"{path}: cannot read as parquet ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
+def read_parquet_record(path: str | os.PathLike) -> dict | None:
+    """The record :func:`write_parquet` stored in ``path`` (None if it has none)."""
+    import pyarrow.parquet as pq
+
+    try:
+        metadata = pq.read_schema(path).metadata or {}
+    except Exception as exc:
+        raise UnreadableFileError(
+            f"{path}: cannot read as parquet ({type(exc).__name__}: {exc})"
+        ) from exc
+    raw = metadata.get(PARQUET_RECORD_KEY)
+    return None if raw is None else json.loads(raw)
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:
@@ -89,3 +175,9 @@ def sha256_path(path: str | os.PathLike) -> str:
         digest.update(str(child.relative_to(path)).encode())
         digest.update(sha256_file(child).encode())
     return digest.hexdigest()
+
+
+def source_fingerprint(source: str | os.PathLike) -> str:
+    """What identifies a model or data source by content: the sha256 of a local file or folder,
+    or, for a name that is not a local path (a Hugging Face id), the name itself."""
+    return f"sha256:{sha256_path(source)}" if Path(source).exists() else f"name:{source}"

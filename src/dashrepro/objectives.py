@@ -58,6 +58,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from dashrepro.parameters import AGGREGATION_PARAMS
+
 __all__ = [
     "AGGREGATIONS",
     "DIVERGENCES",
@@ -839,6 +841,12 @@ def aggregate(
     for key, p in accepted.items():
         if p.default is inspect.Parameter.empty and key not in params:
             raise ValueError(f"aggregation {method!r} requires parameter {key!r}")
+    # The ranges config validation checks before any job starts (dashrepro.parameters).
+    for key, value in params.items():
+        declared = AGGREGATION_PARAMS[method][key]
+        why = declared.problem(value)
+        if why:
+            raise ValueError(f"aggregation {method!r}: {key} {why} ({declared.describe(key)})")
     if r.dim() != 2:
         raise ValueError(f"r must be [B, T], got {tuple(r.shape)}")
     mask = _check_rollout_mask(_as_bool_mask(mask, r.shape))

@@ -6,6 +6,12 @@ the sha256 of each input. A file ``X`` gets ``X.provenance.json``; a folder gets
 ``provenance.json`` inside it. Following the records from a table cell back leads, file by file,
 to the per-sample parquet, the checkpoint and the data it came from
 (``python -m dashrepro.provenance results/tiny/tables/main_results.csv`` prints that chain).
+
+A record exists only beside an output that exists: ``write_provenance`` refuses to write one for
+a missing output, a rule job removes the records of its outputs when it starts and when it fails
+(``discard_records``; Snakemake deletes a failed job's outputs but knows nothing of the records),
+``trace`` marks a record whose output is gone as an orphan instead of following it, and
+``python -m dashrepro.provenance --prune-orphans results/`` removes those left by killed jobs.
 """
 
 from __future__ import annotations
@@ -65,6 +71,8 @@ def write_provenance(
     extra: Mapping[str, Any] | None = None,
 ) -> dict:
     """Write the provenance record of ``output`` (which must already exist) and return it."""
+    if not Path(output).exists():
+        raise FileNotFoundError(f"{output}: no provenance record for an output that does not exist")
     hashed: dict[str, Any] = {}
     for name, value in (inputs or {}).items():
         paths = value if isinstance(value, list | tuple) else [value]
@@ -103,6 +111,8 @@ def trace(
     indent = "  " * depth
     if not path.exists():
         return [f"{indent}{output} (no provenance record)"]
+    if not (output if output.is_absolute() else root / output).exists():
+        return [f"{indent}{output} (missing; its provenance record {path} is an orphan)"]
     record = read_json(path)
     lines.append(f"{indent}{output}  [stage={record['stage']}]")
     for items in record["inputs"].values():
@@ -114,13 +124,58 @@ def trace(
     return lines
 
 
+def _records_of(output: Path) -> list[Path]:
+    """The record files that may describe ``output``: ``X.provenance.json``, and for a file
+    inside a folder output (a checkpoint's adapter) the folder's ``provenance.json``."""
+    return [Path(f"{output}.provenance.json"), output.parent / "provenance.json"]
+
+
+def _described_output(record_file: Path) -> Path:
+    if record_file.name == "provenance.json":
+        return record_file.parent
+    return record_file.with_name(record_file.name[: -len(".provenance.json")])
+
+
+def discard_records(outputs) -> list[Path]:
+    """Remove the provenance records of ``outputs`` (a job's, before it runs or after it failed).
+
+    A folder's record is removed only when the folder itself is one of the outputs or contains
+    one (a checkpoint folder whose adapter file the job writes).
+    """
+    removed = []
+    for output in map(Path, outputs):
+        for record_file in _records_of(output):
+            if record_file.is_file():
+                record_file.unlink()
+                removed.append(record_file)
+    return removed
+
+
+def orphan_records(root: str | Path) -> list[Path]:
+    """Records under ``root`` whose output no longer exists (left by killed or failed jobs)."""
+    root = Path(root)
+    found = [*root.rglob("*.provenance.json"), *root.rglob("provenance.json")]
+    return sorted(p for p in found if not _described_output(p).exists())
+
+
 def main() -> None:
     import argparse
 
     parser = argparse.ArgumentParser(description="Print the provenance chain of outputs.")
     parser.add_argument("outputs", nargs="+", type=Path)
     parser.add_argument("--root", type=Path, default=None, help="the workflow's working directory")
+    parser.add_argument(
+        "--prune-orphans",
+        action="store_true",
+        help="remove the records under OUTPUTS (folders) whose output no longer exists",
+    )
     args = parser.parse_args()
+    if args.prune_orphans:
+        for folder in args.outputs:
+            for record_file in orphan_records(folder):
+                record_file.unlink()
+                print(f"removed orphan record {record_file}")
+        return
     for target in args.outputs:
         print("\n".join(trace(target, args.root)))
 

@@ -64,7 +64,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from dashrepro import checkpointing, objectives
 from dashrepro.generation import SamplingSettings, derive_seed, sample_responses
 from dashrepro.grading import reward_exact_match
-from dashrepro.io import atomic_dir, write_parquet
+from dashrepro.io import atomic_dir, read_parquet, source_fingerprint, write_parquet
 from dashrepro.prompts import TeacherProtocol, render_student_prompt, render_teacher_prompt
 
 RESUME_DIR = ".resume"
@@ -444,7 +444,8 @@ def deepspeed_config(train: Mapping, world_size: int | None = None) -> dict:
 def run_fingerprint_config(
     method: MethodSpec, train: Mapping, lora: Mapping, protocol: TeacherProtocol, seed: int
 ) -> dict:
-    """Everything that determines the trained adapter: a resume under other values is refused."""
+    """Everything in the config that determines the trained adapter (the trainer adds the
+    content hashes of its inputs): a state written under other values is not resumed."""
     return {
         "method": {
             "aggregation": method.aggregation,
@@ -541,7 +542,7 @@ def train_run(
     tokenizer = AutoTokenizer.from_pretrained(str(base_model_dir))
     tokenizer.padding_side = "right"  # the protocol's padding for training batches
     model = load_lora_student(base_model_dir, lora, seed, train)
-    data = pd.read_parquet(train_parquet)
+    data = read_parquet(train_parquet)
     _check_training_data(data, str(train_parquet))
 
     accum = int(train["grad_accumulation"])
@@ -569,7 +570,25 @@ def train_run(
     run_config = run_fingerprint_config(method, train, lora, protocol, seed)
     run_config["num_processes"] = world
     start_step, rows, traces = 0, [], []  # rows: one metrics record per step
+    run_config["inputs"] = {
+        "base_model": source_fingerprint(base_model_dir),
+        "train_data": source_fingerprint(train_parquet),
+    }
     latest = checkpointing.latest_complete_checkpoint(resume_root)
+    if latest is not None:
+        # A kept state is resumed only when it was made from this config and these inputs (a
+        # retrained base model or a new training set reruns this job with the old state there).
+        stale = checkpointing.state_config_differences(latest, run_config)
+        if stale:
+            log(
+                f"[train] discarding the training states in {resume_root}: {latest.name} was "
+                f"written under other values: {'; '.join(stale)}"
+            )
+            accelerator.wait_for_everyone()
+            if accelerator.is_main_process:
+                shutil.rmtree(resume_root, ignore_errors=True)
+            accelerator.wait_for_everyone()
+            latest = None
     if latest is not None:
         resumed = checkpointing.load_training_state(
             latest,
@@ -583,10 +602,10 @@ def train_run(
         if deepspeed:
             accelerator.load_state(str(resume_root / f"deepspeed-step-{start_step:06d}"))
         if (resume_root / "train_metrics.parquet").exists():
-            done = pd.read_parquet(resume_root / "train_metrics.parquet")
+            done = read_parquet(resume_root / "train_metrics.parquet")
             rows = done[done["step"] <= start_step].to_dict("records")
         if (resume_root / "token_traces.parquet").exists():
-            done = pd.read_parquet(resume_root / "token_traces.parquet")
+            done = read_parquet(resume_root / "token_traces.parquet")
             traces = [done[done["step"] <= start_step]]
         log(f"[train] resuming {method.name} seed {seed} after step {start_step} from {latest}")
 

@@ -205,6 +205,10 @@ class VLLMSampler:
         version = self._current_version.get(path, 0) if adapter_version is None else adapter_version
         key = (path, int(version))
         if key not in self._lora_ids:
+            # vLLM reads the folder later, inside the engine; a damaged file fails here, named.
+            from dashrepro.checkpointing import check_adapter_files
+
+            check_adapter_files(path)
             self._lora_ids[key] = len(self._lora_ids) + 1  # ids start at 1 (0 means "no LoRA")
         lora_id = self._lora_ids[key]
         return LoRARequest(f"{Path(path).name}-v{version}-id{lora_id}", lora_id, path)

@@ -1,0 +1,119 @@
+"""The hyper-parameters every aggregation and training objective takes, with their valid ranges.
+
+One declaration serves both places that need it: ``objectives`` checks a call's parameters
+against it, and config validation (``dashrepro.config``) checks every method's ``params`` and
+``objective_params`` against it before Snakemake starts any job -- so ``kappa: -5`` stops
+``snakemake -n`` naming the key and the allowed range instead of killing a training job.
+Torch-free, so that Snakemake's parse of the workflow imports no model library.
+
+    from dashrepro.parameters import AGGREGATION_PARAMS, check_params
+    check_params(AGGREGATION_PARAMS["dash"], {"kappa": -5.0}, where="methods.dash.params")
+    # -> ["methods.dash.params.kappa: -5.0 is out of range (kappa >= 0)"]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Param:
+    """One parameter: its type (``number`` or ``integer``), bounds, and whether it must be given.
+
+    ``minimum``/``maximum`` are inclusive; ``exclusive_minimum`` makes the lower bound strict.
+    """
+
+    kind: str = "number"
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
+    required: bool = False
+    meaning: str = ""
+
+    def describe(self, name: str) -> str:
+        """The allowed range in words, e.g. ``0 <= lam <= 1`` or ``position_s > 0``."""
+        low = (
+            ""
+            if self.minimum is None
+            else f"{self.minimum:g} {'<' if self.exclusive_minimum else '<='} "
+        )
+        high = "" if self.maximum is None else f" <= {self.maximum:g}"
+        kind = "an integer" if self.kind == "integer" else "a finite number"
+        bounds = f"{low}{name}{high}" if (low or high) else name
+        if low and not high:  # "kappa >= 0" reads better than "0 <= kappa"
+            bounds = f"{name} {'>' if self.exclusive_minimum else '>='} {self.minimum:g}"
+        return f"{bounds}, {kind}"
+
+    def problem(self, value: Any) -> str | None:
+        """Why ``value`` is not allowed (None when it is)."""
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            return f"{value!r} is not a number"
+        if self.kind == "integer" and not float(value).is_integer():
+            return f"{value!r} is not an integer"
+        if not math.isfinite(float(value)):
+            return f"{value!r} is not finite"
+        too_low = self.minimum is not None and (
+            value <= self.minimum if self.exclusive_minimum else value < self.minimum
+        )
+        too_high = self.maximum is not None and value > self.maximum
+        if too_low or too_high:
+            return f"{value!r} is out of range"
+        return None
+
+
+_KAPPA = Param(minimum=0.0, meaning="gate sharpness of the sigmoid(-kappa x gap) gate")
+
+#: Parameters of each aggregation of ``objectives.AGGREGATIONS`` (its keyword arguments).
+AGGREGATION_PARAMS: dict[str, dict[str, Param]] = {
+    "opsd": {},
+    "dash": {"kappa": _KAPPA},
+    "fixed_lambda": {
+        "lam": Param(minimum=0.0, maximum=1.0, required=True, meaning="the constant gate")
+    },
+    "inverse_gap": {"kappa": _KAPPA},
+    "normalized_dash": {"kappa": _KAPPA},
+    "scale_matched_opsd": {"kappa": _KAPPA},
+    "entropy_gate": {"kappa": _KAPPA},
+    "soft_or": {"kappa": _KAPPA},
+    "pw_opsd": {
+        "position_w_min": Param(minimum=0.0, maximum=1.0, meaning="weight of the first token"),
+        "position_tau": Param(minimum=0.0, maximum=1.0, meaning="midpoint, a fraction of T"),
+        "position_s": Param(minimum=0.0, exclusive_minimum=True, meaning="sigmoid width"),
+    },
+}
+
+#: Parameters of each training objective (``methods.<m>.objective_params``).
+OBJECTIVE_PARAMS: dict[str, dict[str, Param]] = {
+    "distill": {},
+    "eopd": {
+        "entropy_threshold": Param(minimum=0.0, meaning="teacher entropy above which top-k"),
+        "top_k": Param(kind="integer", minimum=1, meaning="teacher tokens of the top-k term"),
+    },
+    "avsd": {},
+}
+
+
+def check_params(
+    declared: Mapping[str, Param], given: Mapping[str, Any], where: str, owner: str = "this"
+) -> list[str]:
+    """Problems of ``given`` against ``declared``, each naming ``where.<key>`` and the range.
+
+    ``owner`` names what declares the parameters (``aggregation 'dash'``) for a key that does
+    not belong there.
+    """
+    problems = []
+    for key, value in given.items():
+        if key not in declared:
+            allowed = sorted(declared) or "no params"
+            problems.append(f"{where}.{key}: does not apply to {owner} (it takes {allowed})")
+            continue
+        why = declared[key].problem(value)
+        if why:
+            problems.append(f"{where}.{key}: {why} ({declared[key].describe(key)})")
+    for key, param in declared.items():
+        if param.required and key not in given:
+            problems.append(f"{where}.{key}: required ({param.describe(key)})")
+    return problems

@@ -1,0 +1,58 @@
+"""Provenance records never outlive their outputs: refused for a missing output, removed with a
+failed job's outputs, marked as orphans by ``trace`` and pruned on request."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from dashrepro.provenance import (
+    discard_records,
+    orphan_records,
+    record_path,
+    trace,
+    write_provenance,
+)
+
+
+def test_no_record_for_an_output_that_does_not_exist(tmp_path):
+    with pytest.raises(FileNotFoundError, match="missing.json"):
+        write_provenance(tmp_path / "missing.json", "stage")
+    assert not list(tmp_path.iterdir())
+
+
+def test_discard_records_removes_file_and_folder_records(tmp_path):
+    output = tmp_path / "summary.json"
+    output.write_text("{}")
+    write_provenance(output, "grade")
+    folder = tmp_path / "checkpoint-2"
+    folder.mkdir()
+    (folder / "adapter_model.safetensors").write_bytes(b"x")
+    write_provenance(folder, "train")
+    removed = discard_records([output, folder / "adapter_model.safetensors"])
+    assert sorted(p.name for p in removed) == ["provenance.json", "summary.json.provenance.json"]
+    assert not record_path(output).exists() and not (folder / "provenance.json").exists()
+
+
+def test_trace_marks_orphans_and_prune_removes_them(tmp_path):
+    data = tmp_path / "data.parquet"
+    data.write_text("d")
+    write_provenance(data, "data")
+    table = tmp_path / "table.csv"
+    table.write_text("t")
+    write_provenance(table, "table", inputs={"data": str(data)})
+    data.unlink()  # as if a failed job's output was deleted and its record left behind
+    lines = trace(table, root=tmp_path)
+    assert "orphan" in lines[1] and str(data) in lines[1]
+    assert orphan_records(tmp_path) == [record_path(tmp_path / "data.parquet")]
+    done = subprocess.run(
+        [sys.executable, "-m", "dashrepro.provenance", "--prune-orphans", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert "removed orphan record" in done.stdout
+    assert orphan_records(tmp_path) == []
+    assert record_path(table).exists()
