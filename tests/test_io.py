@@ -49,6 +49,10 @@ def test_atomic_writes_honour_the_umask(tmp_path, umask, mask):
         assert mode(tmp_path / name) == mode(plain) == 0o666 & ~mask, name
     with atomic_dir(tmp_path / "folder") as tmp:
         (tmp / "inside.txt").write_text("x")
+        (tmp / "owner_only.bin").write_bytes(b"x")  # as safetensors leaves its files
+        (tmp / "owner_only.bin").chmod(0o600)
+    for name in ("inside.txt", "owner_only.bin"):
+        assert mode(tmp_path / "folder" / name) == 0o666 & ~mask, name
     plain_dir = tmp_path / "plain_dir"
     plain_dir.mkdir()
     assert mode(tmp_path / "folder") == mode(plain_dir) == 0o777 & ~mask

@@ -47,6 +47,20 @@ def _give_plain_permissions(path: Path, directory: bool) -> None:
     os.chmod(path, (0o777 if directory else 0o666) & ~current_umask())
 
 
+def _give_plain_permissions_tree(folder: Path) -> None:
+    """Plain permissions for a folder and everything in it: libraries that write through their
+    own temporary files (safetensors) leave them owner-only too."""
+    mask = current_umask()
+    for root, dirs, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(root, name)
+            if not os.path.islink(path):
+                os.chmod(path, 0o666 & ~mask)
+        for name in dirs:
+            os.chmod(os.path.join(root, name), 0o777 & ~mask)
+    os.chmod(folder, 0o777 & ~mask)
+
+
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; rename it onto ``path`` only on success."""
@@ -73,7 +87,7 @@ def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
     try:
         yield tmp
-        _give_plain_permissions(tmp, directory=True)  # mkdtemp creates it 0700
+        _give_plain_permissions_tree(tmp)  # mkdtemp creates it 0700; safetensors files 0600
         if path.exists():
             shutil.rmtree(path)
         os.replace(tmp, path)
