@@ -4,7 +4,7 @@ Measures steps/s and generated-tokens/s of one optimisation step (student rollou
 scoring, student forward + loss + backward, optimiser) on the embedded tiny Qwen3-architecture
 model, for
 
-- ``ours-OPSD`` / ``ours-DASH``  -- ``dashrepro.trainer.train_run`` with the config's ``opsd`` and
+- ``ours-OPSD`` / ``ours-DASH``  -- ``dashrepro.training.trainer.train_run`` with the config's ``opsd`` and
   ``dash`` methods (privileged teacher = the same network with the LoRA adapter disabled, scoring
   the student's tokens after the problem + reference solution + the protocol's instructions);
 - ``ours-*/stu-ctx``  -- (``--teacher-context student`` or ``both``) the same, but the teacher is
@@ -131,8 +131,8 @@ class Run:
 
 def build_inputs(args, config: dict, work: Path) -> tuple[Path, Path]:
     """Training parquet and base-model folder (model + tokenizer) for both trainers."""
-    from dashrepro.prompts import TeacherProtocol
-    from dashrepro.synthetic_data import make_dataset
+    from dashrepro.data.prompts import TeacherProtocol
+    from dashrepro.embedded.synthetic_data import make_dataset
 
     data_cfg = config["data"]
     benchmarks = {
@@ -145,8 +145,8 @@ def build_inputs(args, config: dict, work: Path) -> tuple[Path, Path]:
     if args.base_model_dir is not None:
         return train_parquet, Path(args.base_model_dir)
 
-    from dashrepro.tiny_model import build_tiny_qwen3, count_parameters
-    from dashrepro.tiny_tokenizer import train_tokenizer
+    from dashrepro.embedded.tiny_model import build_tiny_qwen3, count_parameters
+    from dashrepro.embedded.tiny_tokenizer import train_tokenizer
 
     scale = config["scales"][args.scale]
     # The tokenizer is trained as the pipeline's train_tokenizer rule does (training text plus the
@@ -163,7 +163,7 @@ def build_inputs(args, config: dict, work: Path) -> tuple[Path, Path]:
     )
     state = "untrained"
     if args.sft_steps > 0:
-        from dashrepro.sft import build_sft_examples, run_sft
+        from dashrepro.embedded.sft import build_sft_examples, run_sft
 
         protocol = TeacherProtocol.from_config(config["protocol"])
         examples = build_sft_examples(
@@ -201,7 +201,7 @@ def train_settings(args, config: dict) -> dict:
 
 def student_context_protocol():
     """A teacher protocol whose user message is the problem alone: the student's prompt."""
-    from dashrepro.prompts import TeacherProtocol
+    from dashrepro.data.prompts import TeacherProtocol
 
     return TeacherProtocol(template="{problem}", analysis_instruction="", transition_instruction="")
 
@@ -209,7 +209,7 @@ def student_context_protocol():
 def mean_prompt_lengths(base_dir: Path, train_parquet: Path, protocol, rows: int = 256):
     from transformers import AutoTokenizer
 
-    from dashrepro.prompts import render_student_prompt, render_teacher_prompt
+    from dashrepro.data.prompts import render_student_prompt, render_teacher_prompt
 
     tokenizer = AutoTokenizer.from_pretrained(str(base_dir))
     frame = pd.read_parquet(train_parquet).head(rows)
@@ -234,8 +234,8 @@ def mean_prompt_lengths(base_dir: Path, train_parquet: Path, protocol, rows: int
 
 def run_ours(args, config, method_name, base_dir, train_parquet, work, teacher_context) -> Run:
     from dashrepro import objectives
-    from dashrepro.prompts import TeacherProtocol
-    from dashrepro.trainer import MethodSpec, train_run
+    from dashrepro.data.prompts import TeacherProtocol
+    from dashrepro.training.trainer import MethodSpec, train_run
 
     method = MethodSpec.from_config(method_name, config["methods"][method_name])
     if teacher_context == "privileged":
@@ -335,8 +335,8 @@ def run_trl(args, config, base_dir, train_parquet, work) -> Run:
     from transformers.trainer_callback import PrinterCallback
     from trl import DistillationConfig, DistillationTrainer
 
-    from dashrepro.prompts import render_student_prompt
-    from dashrepro.trainer import load_lora_student
+    from dashrepro.data.prompts import render_student_prompt
+    from dashrepro.training.trainer import load_lora_student
 
     train = train_settings(args, config)
     records: list[dict] = []

@@ -5,12 +5,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
-from dashrepro.trainer import checkpoint_steps  # noqa: E402
 
 # `configfile:` loaded the YAML, then Snakemake merged any --configfile overlays and --config
 # values over it; validate the result against the JSON schema, the cross-field rules and the
 # parameter ranges, naming every bad key and the file that set it.
-from dashrepro.config import snakemake_config_sources, validate_config  # noqa: E402
+from dashrepro.config import (  # noqa: E402
+    checkpoint_steps,
+    snakemake_config_sources,
+    validate_config,
+)
 
 validate_config(
     config,

@@ -54,9 +54,9 @@ TINY_ARCH = {
 @pytest.fixture(scope="session")
 def tiny_setup(tmp_path_factory, default_config):
     """A tiny untrained Qwen3 base model folder, its training parquet and tokenizer."""
-    from dashrepro.synthetic_data import make_dataset
-    from dashrepro.tiny_model import build_tiny_qwen3
-    from dashrepro.tiny_tokenizer import train_tokenizer
+    from dashrepro.embedded.synthetic_data import make_dataset
+    from dashrepro.embedded.tiny_model import build_tiny_qwen3
+    from dashrepro.embedded.tiny_tokenizer import train_tokenizer
 
     train, _ = make_dataset(40, {"b": {"task": "add2", "n": 2}}, seed=0)
     tokenizer = train_tokenizer(

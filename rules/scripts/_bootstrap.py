@@ -1,10 +1,22 @@
 """Shared start-up for rule scripts: make ``src/`` importable and send output to the rule's log.
 
-Imported first by every script in this folder (``from _bootstrap import setup``). This
-checkout's ``src`` goes first on ``sys.path`` always, so a rule never runs another checkout's
-code (an editable install elsewhere, or a path Snakemake added). ``setup`` also removes the
-provenance records of the job's outputs before it runs and again if it fails, so a record never
-outlives a deleted output.
+Imported first by every script in this folder::
+
+    from _bootstrap import run, setup
+
+    def main(snakemake):
+        log = setup(snakemake)
+        ...                      # the rule's work: a thin call into src/dashrepro
+        return {"seconds": 1.0}  # optional: recorded as the records' "extra"
+
+    if __name__ == "__main__":
+        run(main, snakemake)
+
+This checkout's ``src`` goes first on ``sys.path`` always, so a rule never runs another
+checkout's code (an editable install elsewhere, or a path Snakemake added). ``setup`` removes
+the provenance records of the job's outputs before it runs and again if it fails, so a record
+never outlives a deleted output; ``run`` writes every output's record from the job itself
+(``dashrepro.provenance.job``) once ``main`` has returned.
 """
 
 from __future__ import annotations
@@ -55,3 +67,12 @@ def setup(snakemake, threads: int | None = None) -> logging.Logger:
         "rule %s wildcards %s threads %s", snakemake.rule, dict(snakemake.wildcards), n_threads
     )
     return logger
+
+
+def run(main, snakemake) -> None:
+    """Run a rule script's ``main(snakemake)``, then record provenance for each of its outputs."""
+    from dashrepro.provenance.job import record_job, utc_now
+
+    started = utc_now()
+    extra = main(snakemake)
+    record_job(snakemake, started_utc=started, extra=extra)

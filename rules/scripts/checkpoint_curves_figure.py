@@ -1,16 +1,15 @@
 """Rule checkpoint_curves_figure: mean Avg@k over benchmarks per checkpoint, per method and seed."""
 
-from _bootstrap import setup
+from _bootstrap import run, setup
 
 
 def main(snakemake) -> None:
     log = setup(snakemake, threads=1)
     import pandas as pd
 
+    from dashrepro.analysis.reporting import plot_checkpoint_curves
+    from dashrepro.evaluation.scoring import load_checked_summary
     from dashrepro.io import atomic_path, read_json
-    from dashrepro.provenance import write_provenance
-    from dashrepro.reporting import plot_checkpoint_curves
-    from dashrepro.scoring import load_checked_summary
 
     base = read_json(snakemake.input.base_accuracy[0])["student"]["mean_over_benchmarks"]
     rows = []
@@ -45,19 +44,8 @@ def main(snakemake) -> None:
     for out, fmt in ((snakemake.output.png, "png"), (snakemake.output.pdf, "pdf")):
         with atomic_path(out) as tmp:
             fig.savefig(tmp, format=fmt, dpi=150)
-        write_provenance(
-            out,
-            "checkpoint_curves_figure",
-            inputs={
-                "summaries": list(snakemake.input.summaries),
-                "samples": list(snakemake.input.samples),
-                "selections": list(snakemake.input.selections),
-                "base_accuracy": list(snakemake.input.base_accuracy),
-            },
-            params={"methods": snakemake.params.methods, "seeds": snakemake.params.seeds},
-        )
     log.info("figure with %d points", len(curves))
 
 
 if __name__ == "__main__":
-    main(snakemake)
+    run(main, snakemake)

@@ -4,20 +4,19 @@ Drawn from the per-token traces the trainer records for the first rollouts of st
 every checkpoint, over the table's methods and seeds; the correlations go to a JSON beside it.
 """
 
-from _bootstrap import setup
+from _bootstrap import run, setup
 
 
 def main(snakemake) -> None:
     log = setup(snakemake, threads=1)
     import pandas as pd
 
-    from dashrepro.io import atomic_path, read_parquet, write_json
-    from dashrepro.provenance import write_provenance
-    from dashrepro.reporting import (
+    from dashrepro.analysis.reporting import (
         divergence_association,
         future_divergence,
         plot_divergence_association,
     )
+    from dashrepro.io import atomic_path, read_parquet, write_json
 
     frames = []
     for path in snakemake.input.traces:
@@ -31,12 +30,8 @@ def main(snakemake) -> None:
     for out, fmt in ((snakemake.output.png, "png"), (snakemake.output.pdf, "pdf")):
         with atomic_path(out) as tmp:
             fig.savefig(tmp, format=fmt, dpi=150)
-    for out in (snakemake.output.png, snakemake.output.pdf, snakemake.output.stats):
-        write_provenance(
-            out, "divergence_association_figure", inputs={"traces": list(snakemake.input.traces)}
-        )
     log.info("association %s", stats)
 
 
 if __name__ == "__main__":
-    main(snakemake)
+    run(main, snakemake)

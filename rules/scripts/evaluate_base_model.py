@@ -4,22 +4,21 @@ Distillation only has something to teach if the teacher (same weights, reference
 context, no adapter) beats the student; both Avg@k values are recorded in ``accuracy.json``.
 """
 
-from _bootstrap import setup
+from _bootstrap import run, setup
 
 
 def main(snakemake) -> None:
     log = setup(snakemake)
     import pandas as pd
 
-    from dashrepro.evaluation import (
+    from dashrepro.data.prompts import TeacherProtocol
+    from dashrepro.evaluation.grade import grade_and_summarize
+    from dashrepro.evaluation.responses import (
         SAMPLE_COLUMNS,
         generate_policy_responses,
-        grade_and_summarize,
         has_reference_solutions,
     )
     from dashrepro.io import read_parquet, write_json, write_parquet
-    from dashrepro.prompts import TeacherProtocol
-    from dashrepro.provenance import write_provenance
 
     base_dir = snakemake.params.base_model
     bench_files = dict(zip(snakemake.params.benchmarks, snakemake.input.benchmarks, strict=True))
@@ -39,7 +38,6 @@ def main(snakemake) -> None:
         if not names:
             log.info("%s: no benchmark has reference solutions; not evaluated", role)
             write_parquet(out, pd.DataFrame(columns=SAMPLE_COLUMNS))
-            write_provenance(out, "evaluate_base_model", params={"prompt_role": role})
             record[role] = None
             continue
         responses = generate_policy_responses(
@@ -53,16 +51,6 @@ def main(snakemake) -> None:
         )
         samples, summary = grade_and_summarize(responses, names, snakemake.params.grading)
         write_parquet(out, samples)
-        write_provenance(
-            out,
-            "evaluate_base_model",
-            inputs={"base_model": str(base_dir), "benchmarks": list(bench_files.values())},
-            params={
-                "generation": snakemake.params.generation,
-                "grading": snakemake.params.grading,
-                "prompt_role": role,
-            },
-        )
         record[role] = summary
         log.info(
             "%s: mean Avg@k %.2f %s",
@@ -79,16 +67,7 @@ def main(snakemake) -> None:
             student_means
         ) / len(student_means)
     write_json(snakemake.output.accuracy, record)
-    write_provenance(
-        snakemake.output.accuracy,
-        "evaluate_base_model",
-        inputs={
-            "student_samples": snakemake.output.student_samples,
-            "teacher_samples": snakemake.output.teacher_samples,
-        },
-        params={"generation": snakemake.params.generation, "grading": snakemake.params.grading},
-    )
 
 
 if __name__ == "__main__":
-    main(snakemake)
+    run(main, snakemake)

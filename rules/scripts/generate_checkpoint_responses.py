@@ -3,14 +3,13 @@
 import shutil
 from pathlib import Path
 
-from _bootstrap import setup
+from _bootstrap import run, setup
 
 
 def main(snakemake) -> None:
     log = setup(snakemake)
-    from dashrepro.evaluation import generate_policy_responses
+    from dashrepro.evaluation.responses import generate_policy_responses
     from dashrepro.io import write_parquet
-    from dashrepro.provenance import write_provenance
 
     wc = snakemake.wildcards
     adapter_dir = Path(snakemake.input.adapter).parent
@@ -18,7 +17,7 @@ def main(snakemake) -> None:
     bench_files = dict(zip(snakemake.params.benchmarks, snakemake.input.benchmarks, strict=True))
     checkpoint = f"{wc.method}/{wc.scale}/seed{wc.seed}/step{wc.step}"
     # Finished shards survive a killed job (they are not declared outputs, so Snakemake keeps
-    # them); the rerun generates only the missing ones.
+    # them); the rerun reuses those made from the same adapter, model, problems and settings.
     shard_dir = Path(snakemake.output.responses).parent / ".responses-shards"
     responses = generate_policy_responses(
         base_model_dir=base_dir,
@@ -31,19 +30,9 @@ def main(snakemake) -> None:
     )
     write_parquet(snakemake.output.responses, responses)
     shutil.rmtree(shard_dir, ignore_errors=True)
-    write_provenance(
-        snakemake.output.responses,
-        "generate_checkpoint_responses",
-        inputs={
-            "adapter": str(adapter_dir),
-            "base_model": str(base_dir),
-            "benchmarks": list(bench_files.values()),
-        },
-        params={"generation": snakemake.params.generation},
-        extra={"generation_seconds": responses.attrs["generation_seconds"]},
-    )
     log.info("%s: %d responses", checkpoint, len(responses))
+    return {"generation_seconds": responses.attrs["generation_seconds"]}
 
 
 if __name__ == "__main__":
-    main(snakemake)
+    run(main, snakemake)

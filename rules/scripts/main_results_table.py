@@ -1,13 +1,12 @@
 """Rule main_results_table: mean and sample std over seeds of the selected checkpoints."""
 
-from _bootstrap import setup
+from _bootstrap import run, setup
 
 
 def main(snakemake) -> None:
     log = setup(snakemake, threads=1)
+    from dashrepro.analysis.reporting import main_results_table, to_latex, to_markdown
     from dashrepro.io import read_json, write_text
-    from dashrepro.provenance import write_provenance
-    from dashrepro.reporting import main_results_table, to_latex, to_markdown
 
     records = [read_json(path) for path in snakemake.input.selections]
     bench_labels = snakemake.params.benchmark_labels
@@ -22,19 +21,8 @@ def main(snakemake) -> None:
     write_text(snakemake.output.csv, table.to_csv(index=False))
     write_text(snakemake.output.markdown, to_markdown(table, bench_labels))
     write_text(snakemake.output.latex, to_latex(table, bench_labels, caption))
-    for out in (snakemake.output.csv, snakemake.output.markdown, snakemake.output.latex):
-        write_provenance(
-            out,
-            "main_results_table",
-            inputs={"selections": list(snakemake.input.selections)},
-            params={
-                "methods": snakemake.params.methods,
-                "scale": snakemake.params.scale,
-                "seeds": snakemake.params.seeds,
-            },
-        )
     log.info("\n%s", to_markdown(table, bench_labels))
 
 
 if __name__ == "__main__":
-    main(snakemake)
+    run(main, snakemake)

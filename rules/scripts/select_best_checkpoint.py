@@ -1,14 +1,13 @@
 """Rule select_best_checkpoint: the paper's best-within-budget checkpoint of one run."""
 
-from _bootstrap import setup
+from _bootstrap import run, setup
 
 
 def main(snakemake) -> None:
     log = setup(snakemake, threads=1)
+    from dashrepro.analysis.selection import select_best_checkpoint
+    from dashrepro.evaluation.scoring import load_checked_summary
     from dashrepro.io import write_json
-    from dashrepro.provenance import write_provenance
-    from dashrepro.scoring import load_checked_summary
-    from dashrepro.selection import select_best_checkpoint
 
     # Each summary is recomputed from its samples: an edited or corrupt file stops here, named.
     summaries = {
@@ -27,17 +26,8 @@ def main(snakemake) -> None:
         list(summaries).index(record["selected_step"])
     ]
     write_json(snakemake.output.selection, record)
-    write_provenance(
-        snakemake.output.selection,
-        "select_best_checkpoint",
-        inputs={
-            "summaries": list(snakemake.input.summaries),
-            "samples": list(snakemake.input.samples),
-        },
-        params={"benchmarks": snakemake.params.benchmarks, "steps": snakemake.params.steps},
-    )
     log.info("selected step %d (score %.2f)", record["selected_step"], record["selection_score"])
 
 
 if __name__ == "__main__":
-    main(snakemake)
+    run(main, snakemake)

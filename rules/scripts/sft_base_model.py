@@ -2,7 +2,7 @@
 
 from pathlib import Path
 
-from _bootstrap import setup
+from _bootstrap import run, setup
 
 
 def main(snakemake) -> None:
@@ -10,11 +10,10 @@ def main(snakemake) -> None:
     import pandas as pd
     from transformers import AutoTokenizer
 
+    from dashrepro.data.prompts import TeacherProtocol
+    from dashrepro.embedded.sft import build_sft_examples, run_sft
+    from dashrepro.embedded.tiny_model import build_tiny_qwen3, count_parameters
     from dashrepro.io import atomic_dir, read_parquet, write_parquet
-    from dashrepro.prompts import TeacherProtocol
-    from dashrepro.provenance import write_provenance
-    from dashrepro.sft import build_sft_examples, run_sft
-    from dashrepro.tiny_model import build_tiny_qwen3, count_parameters
 
     sft = snakemake.params.sft
     architecture = snakemake.params.architecture
@@ -37,14 +36,7 @@ def main(snakemake) -> None:
         model.save_pretrained(str(tmp))  # safetensors
         tokenizer.save_pretrained(str(tmp))
         write_parquet(tmp / "sft_history.parquet", pd.DataFrame(history))
-    write_provenance(
-        out_dir,
-        "sft_base_model",
-        inputs={"train": snakemake.input.train, "tokenizer": str(tokenizer_dir)},
-        params={"architecture": architecture, "sft": sft, "protocol": snakemake.params.protocol},
-        extra={"parameters": count_parameters(model), "final_loss": history[-1]["loss"]},
-    )
 
 
 if __name__ == "__main__":
-    main(snakemake)
+    run(main, snakemake)

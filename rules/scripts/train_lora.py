@@ -1,7 +1,7 @@
 """Rule train_lora: one (method, scale, seed) run of LoRA on-policy self-distillation.
 
 One process trains in this script's process. Several (``train.num_processes`` GPUs) are started
-with ``accelerate launch -m dashrepro.trainer``, which reads the same arguments from a JSON file.
+with ``accelerate launch -m dashrepro.training.trainer``, which reads the same arguments from a JSON file.
 A preempted or killed run resumes from its last training state when the job is rerun.
 """
 
@@ -10,14 +10,13 @@ import subprocess
 import sys
 from pathlib import Path
 
-from _bootstrap import setup
+from _bootstrap import run, setup
 
 
 def main(snakemake) -> None:
     log = setup(snakemake)
-    from dashrepro.prompts import TeacherProtocol
-    from dashrepro.provenance import write_provenance
-    from dashrepro.trainer import MethodSpec, train_run
+    from dashrepro.data.prompts import TeacherProtocol
+    from dashrepro.training.trainer import MethodSpec, train_run
 
     base_model = snakemake.params.base_model
     out_dir = Path(snakemake.output.metrics).parent
@@ -56,29 +55,14 @@ def main(snakemake) -> None:
         command = [
             sys.executable, "-m", "accelerate.commands.launch",
             "--num_processes", str(n_processes), "--multi_gpu",
-            "-m", "dashrepro.trainer", "--spec", str(spec),
+            "-m", "dashrepro.training.trainer", "--spec", str(spec),
         ]  # fmt: skip
         log.info("launching %s", " ".join(command))
         # The trainer's exit code (PREEMPTED_EXIT_CODE after a preemption notice) is the job's.
         returncode = subprocess.run(command).returncode
         if returncode:
             sys.exit(returncode)
-    params = {
-        "base_model": str(base_model),
-        "method": snakemake.params.method,
-        "train": train,
-        "lora": snakemake.params.lora,
-        "protocol": snakemake.params.protocol,
-        "seed": seed,
-    }
-    inputs = {"train": snakemake.input.train}
-    if Path(base_model).exists():
-        inputs["base_model"] = str(base_model)
-    for adapter in snakemake.output.checkpoints:
-        write_provenance(Path(adapter).parent, "train_lora", inputs=inputs, params=params)
-    for output in (snakemake.output.metrics, snakemake.output.traces):
-        write_provenance(output, "train_lora", inputs=inputs, params=params)
 
 
 if __name__ == "__main__":
-    main(snakemake)
+    run(main, snakemake)

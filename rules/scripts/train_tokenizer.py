@@ -2,15 +2,14 @@
 
 from pathlib import Path
 
-from _bootstrap import setup
+from _bootstrap import run, setup
 
 
 def main(snakemake) -> None:
     log = setup(snakemake)
 
+    from dashrepro.embedded.tiny_tokenizer import build_and_save
     from dashrepro.io import atomic_dir, read_parquet
-    from dashrepro.provenance import write_provenance
-    from dashrepro.tiny_tokenizer import build_and_save
 
     frame = read_parquet(snakemake.input.train)
     protocol = snakemake.params.protocol
@@ -18,14 +17,8 @@ def main(snakemake) -> None:
     out_dir = Path(snakemake.output.tokenizer).parent
     with atomic_dir(out_dir) as tmp:
         build_and_save(texts, snakemake.params.vocab_size, tmp)
-    write_provenance(
-        out_dir,
-        "train_tokenizer",
-        inputs={"train": snakemake.input.train},
-        params={"vocab_size": snakemake.params.vocab_size, "protocol": protocol},
-    )
     log.info("tokenizer written to %s", out_dir)
 
 
 if __name__ == "__main__":
-    main(snakemake)
+    run(main, snakemake)

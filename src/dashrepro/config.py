@@ -42,6 +42,12 @@ def resolve_repo_path(path: str | Path) -> Path:
     return path if path.is_absolute() or path.exists() else REPO_ROOT / path
 
 
+def checkpoint_steps(train: Mapping) -> list[int]:
+    """The steps at which a scale's run saves a checkpoint: every ``checkpoint_every`` steps."""
+    every = train["checkpoint_every"]
+    return list(range(every, train["steps"] + 1, every))
+
+
 class ConfigError(ValueError):
     """An invalid workflow configuration; the message names every offending key."""
 

@@ -179,13 +179,22 @@ def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
+def _is_provenance_record(path: Path) -> bool:
+    return path.name == "provenance.json" or path.name.endswith(".provenance.json")
+
+
 def sha256_path(path: str | os.PathLike) -> str:
-    """sha256 of a file, or of a folder's files (relative names and contents, sorted)."""
+    """sha256 of a file, or of a folder's files (relative names and contents, sorted).
+
+    A folder's provenance records are left out: they describe its contents (with times of day)
+    and are not part of them, so a folder rewritten with the same files hashes the same.
+    """
     path = Path(path)
     if path.is_file():
         return sha256_file(path)
     digest = hashlib.sha256()
-    for child in sorted(p for p in path.rglob("*") if p.is_file()):
+    files = (p for p in path.rglob("*") if p.is_file() and not _is_provenance_record(p))
+    for child in sorted(files):
         digest.update(str(child.relative_to(path)).encode())
         digest.update(sha256_file(child).encode())
     return digest.hexdigest()

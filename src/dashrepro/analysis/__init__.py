@@ -1,0 +1,1 @@
+"""From graded checkpoints to the paper's outputs: best-checkpoint selection, tables, figures."""

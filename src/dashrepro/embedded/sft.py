@@ -1,0 +1,112 @@
+"""Warm-start SFT of the embedded default's tiny base model.
+
+A randomly initialised tiny Qwen3 cannot do arithmetic, and an on-policy distillation demo needs
+a student that is right sometimes (sampled accuracy well inside 10-80 %) and a privileged teacher
+that is measurably better. So the base model is first trained, by plain next-token SFT on the
+response tokens only, on two prompt layouts of the same training rows:
+
+- the student layout (problem only), which teaches it to solve the problems; and
+- the privileged-teacher layout (problem + reference solution + the protocol's instructions),
+  which teaches it to use the reference when it is in context.
+
+The student's and the teacher's sampled accuracies on the benchmarks are then measured and
+recorded next to the model (``evaluate_base_model``), so a reader can check both conditions.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import time
+from collections.abc import Mapping
+
+import pandas as pd
+import torch
+
+from dashrepro.data.prompts import TeacherProtocol, render_student_prompt, render_teacher_prompt
+
+
+def sft_target(reference_solution: str, answer: str) -> str:
+    """A response in Qwen3's thinking layout: the worked steps in a think block, then the answer."""
+    steps = reference_solution.split(" The answer is ", 1)[0]
+    return f"<think>\n{steps}\n</think>\n\nThe answer is $\\boxed{{{answer}}}$."
+
+
+def build_sft_examples(
+    frame: pd.DataFrame, tokenizer, protocol: TeacherProtocol, teacher_fraction: float, seed: int
+) -> list[tuple[list[int], int]]:
+    """(token ids, prompt length) pairs; a ``teacher_fraction`` of rows use the teacher layout."""
+    rng = random.Random(seed)
+    examples = []
+    for row in frame.itertuples(index=False):
+        if rng.random() < teacher_fraction:
+            prompt = render_teacher_prompt(tokenizer, row.problem, row.reference_solution, protocol)
+        else:
+            prompt = render_student_prompt(tokenizer, row.problem)
+        target = sft_target(row.reference_solution, row.answer) + tokenizer.eos_token
+        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        target_ids = tokenizer(target, add_special_tokens=False)["input_ids"]
+        examples.append((prompt_ids + target_ids, len(prompt_ids)))
+    return examples
+
+
+def collate_right_padded(batch, pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    width = max(len(ids) for ids, _ in batch)
+    input_ids = torch.full((len(batch), width), pad_id, dtype=torch.long)
+    attention = torch.zeros((len(batch), width), dtype=torch.long)
+    labels = torch.full((len(batch), width), -100, dtype=torch.long)
+    for row, (ids, prompt_len) in enumerate(batch):
+        input_ids[row, : len(ids)] = torch.tensor(ids)
+        attention[row, : len(ids)] = 1
+        labels[row, prompt_len : len(ids)] = torch.tensor(ids[prompt_len:])
+    return input_ids, attention, labels
+
+
+def run_sft(model, examples, settings: Mapping, seed: int, log=print, callback=None) -> list[dict]:
+    """AdamW with linear warmup and cosine decay over ``settings['steps']`` steps."""
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    steps, batch_size = settings["steps"], settings["batch_size"]
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=settings["lr"], weight_decay=settings.get("weight_decay", 0.0)
+    )
+    warmup = max(1, steps // 20)
+
+    def lr_factor(step: int) -> float:
+        if step < warmup:
+            return (step + 1) / warmup
+        return 0.5 * (1 + math.cos(math.pi * (step - warmup) / max(1, steps - warmup)))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor)
+    pad_id = model.config.pad_token_id
+    model.train()
+    history = []
+    started = time.time()
+    # Student- and teacher-layout rows are mixed in every batch: measured on the tiny model, this
+    # learns several times faster per step than batches of one layout at a time, at a higher
+    # padding cost per step (both layouts teach the same digit look-ups).
+    order: list[int] = []
+    for step in range(steps):
+        if len(order) < batch_size:
+            fresh = list(range(len(examples)))
+            rng.shuffle(fresh)
+            order += fresh
+        batch = [examples[i] for i in order[:batch_size]]
+        order = order[batch_size:]
+        input_ids, attention, labels = collate_right_padded(batch, pad_id)
+        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        history.append(
+            {"step": step + 1, "loss": float(loss.detach()), "lr": scheduler.get_last_lr()[0]}
+        )
+        if callback is not None:
+            callback(step + 1)
+        if (step + 1) % max(1, steps // 10) == 0:
+            log(
+                f"[sft] step {step + 1}/{steps} loss {float(loss):.4f} ({time.time() - started:.0f}s)"
+            )
+    return history

@@ -1,0 +1,121 @@
+"""Synthetic arithmetic "math" data for the embedded default experiment.
+
+Made offline and deterministically from a seed. Rows have the real training set's fields
+(``problem``, ``reference_solution``, ``answer``; the OPSD authors' set calls them ``Question``,
+``solution``, ``Answer``) plus ``id``, ``source`` and ``task``. Three held-out benchmarks of 30
+problems each stand in for AIME 2024 / AIME 2025 / HMMT Feb 2025, in rising difficulty:
+
+- ``add2``: two 2-digit numbers   (one carry at most)
+- ``add3``: two 3-digit numbers   (two carries)
+- ``sum3``: three 2-digit numbers (a carry that can exceed 1)
+
+The reference solution spells out column addition with carries and ends in ``\\boxed{...}`` as a
+real solution would, so a privileged teacher that reads it has something concrete to copy.
+
+    python -m dashrepro.embedded.synthetic_data --out /tmp/synth   # writes train/benchmark parquet files
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+from pathlib import Path
+
+import pandas as pd
+
+from dashrepro.io import write_parquet
+
+TASKS = ("add2", "add3", "sum3")
+
+_PHRASINGS = (
+    "What is {expr}?",
+    "Compute {expr}.",
+    "Find the value of {expr}.",
+    "Evaluate {expr}.",
+)
+
+
+def _operands(task: str, rng: random.Random) -> list[int]:
+    if task == "add2":
+        return [rng.randint(10, 99), rng.randint(10, 99)]
+    if task == "add3":
+        return [rng.randint(100, 999), rng.randint(100, 999)]
+    if task == "sum3":
+        return [rng.randint(10, 99) for _ in range(3)]
+    raise ValueError(f"unknown synthetic task {task!r}; expected one of {TASKS}")
+
+
+def column_addition_steps(operands: list[int]) -> list[str]:
+    """The digit-by-digit column addition of ``operands``, one line per column."""
+    width = max(len(str(x)) for x in operands)
+    carry = 0
+    lines = []
+    for column in range(width):
+        digits = [(x // 10**column) % 10 for x in operands]
+        total = sum(digits) + carry
+        terms = " + ".join(str(d) for d in digits) + (f" + {carry}" if carry else "")
+        carry, digit = divmod(total, 10)
+        lines.append(f"{terms} = {total}, digit {digit}, carry {carry}.")
+    return lines
+
+
+def make_problem(task: str, rng: random.Random) -> dict:
+    operands = _operands(task, rng)
+    expr = " + ".join(str(x) for x in operands)
+    answer = str(sum(operands))
+    problem = rng.choice(_PHRASINGS).format(expr=expr)
+    steps = column_addition_steps(operands)
+    solution = "\n".join(steps) + f"\nSo {expr} = {answer}. The answer is $\\boxed{{{answer}}}$."
+    return {"problem": problem, "reference_solution": solution, "answer": answer, "task": task}
+
+
+def make_split(
+    name: str, tasks: list[str], n: int, seed: int, exclude: set[str] | None = None
+) -> pd.DataFrame:
+    """``n`` distinct problems drawn round-robin from ``tasks``, none of whose text is in ``exclude``."""
+    rng = random.Random(f"{name}:{seed}")
+    seen = set(exclude or ())
+    rows = []
+    attempts = 0
+    while len(rows) < n:
+        attempts += 1
+        if attempts > 100 * n + 1000:
+            raise RuntimeError(f"could not draw {n} distinct problems for split {name!r}")
+        row = make_problem(tasks[len(rows) % len(tasks)], rng)
+        key = row["problem"].split(" ", 1)[-1]  # the expression, whatever the phrasing
+        if key in seen:
+            continue
+        seen.add(key)
+        rows.append({"id": f"{name}-{len(rows):05d}", **row, "source": f"synthetic:{name}"})
+    return pd.DataFrame(rows)
+
+
+def make_dataset(
+    n_train: int, benchmarks: dict[str, dict], seed: int
+) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """Benchmarks first, then a training set that shares no problem with them."""
+    bench_frames = {}
+    held_out: set[str] = set()
+    for name, spec in benchmarks.items():
+        frame = make_split(name, [spec["task"]], spec["n"], seed, exclude=held_out)
+        held_out |= {p.split(" ", 1)[-1] for p in frame["problem"]}
+        bench_frames[name] = frame
+    train = make_split("train", list(TASKS), n_train, seed, exclude=held_out)
+    return train, bench_frames
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--n-train", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    specs = {t: {"task": t, "n": 30} for t in TASKS}
+    train, benches = make_dataset(args.n_train, specs, args.seed)
+    write_parquet(args.out / "train.parquet", train)
+    for name, frame in benches.items():
+        write_parquet(args.out / f"{name}.parquet", frame)
+
+
+if __name__ == "__main__":
+    main()

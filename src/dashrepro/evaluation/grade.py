@@ -1,0 +1,60 @@
+"""Grading one checkpoint's stored responses and summarising them (no model, no generation).
+
+``grade_samples`` adds the grader's verdict (``dashrepro.grading.grade_batch``: last
+``\\boxed{}``, math-verify with a timeout, the exact-match fallback) to every stored response;
+``grade_and_summarize`` also returns the checkpoint's summary (``evaluation.scoring``). A grader
+change reruns this stage only: the responses stay.
+
+    samples, summary = grade_and_summarize(responses, ["aime2024"], {"grading_workers": 2,
+                                                                    "grading_timeout_s": 5.0})
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import pandas as pd
+
+from dashrepro.evaluation.responses import RESPONSE_COLUMNS, SAMPLE_COLUMNS
+from dashrepro.evaluation.scoring import summarize_samples
+from dashrepro.grading import grade_batch
+
+
+def grade_samples(
+    responses: pd.DataFrame, *, grading_workers: int = 2, grading_timeout_s: float = 5.0
+) -> pd.DataFrame:
+    """Add the grader's verdict to stored responses (no generation: a grader change reruns only this)."""
+    missing = [c for c in RESPONSE_COLUMNS if c not in responses.columns]
+    if missing:
+        raise ValueError(f"responses are missing columns {missing}")
+    grades = grade_batch(
+        list(responses["response"]),
+        list(responses["gold"]),
+        workers=grading_workers,
+        timeout_s=grading_timeout_s,
+    )
+    graded = responses[RESPONSE_COLUMNS].copy()
+    graded["extracted"] = [g["extracted"] for g in grades]
+    graded["correct"] = [bool(g["correct"]) for g in grades]
+    graded["grading_path"] = [g["path"] for g in grades]
+    graded["grading_seconds"] = [float(g["seconds"]) for g in grades]
+    graded = graded[SAMPLE_COLUMNS]
+    graded.attrs.update(responses.attrs)
+    return graded
+
+
+def grade_and_summarize(
+    responses: pd.DataFrame, benchmark_order: list[str], grading: Mapping
+) -> tuple[pd.DataFrame, dict]:
+    """Graded per-sample records and their summary (Avg@k, stderr, pass@k, flags)."""
+    samples = grade_samples(
+        responses,
+        grading_workers=grading["grading_workers"],
+        grading_timeout_s=grading["grading_timeout_s"],
+    )
+    summary = summarize_samples(samples, benchmark_order)
+    checkpoints = sorted(set(samples["checkpoint"]))
+    roles = sorted(set(samples["prompt_role"]))
+    summary["checkpoint"] = checkpoints[0] if len(checkpoints) == 1 else checkpoints
+    summary["prompt_role"] = roles[0] if len(roles) == 1 else roles
+    return samples, summary

@@ -1,0 +1,271 @@
+"""Sampling the responses of one checkpoint (or the base model) on the benchmarks.
+
+For every problem of every benchmark, ``k`` responses are sampled in thinking mode (the student
+prompt) -- or, for the record of the privileged teacher's accuracy, with the teacher prompt and
+no adapter -- through the configured backend (``dashrepro.sampling``), one row per response. The
+work is done in shards of problems; a killed job keeps its finished shards and a rerun reuses
+exactly those made from the same inputs (``generate_samples``). Grading is the next stage
+(``evaluation.grade``), summarising the one after (``evaluation.scoring``).
+
+    responses = generate_policy_responses(base_model_dir=..., adapter_dir=..., benchmark_files=...,
+                                          generation=config["evaluation"], checkpoint="...")
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import asdict
+from pathlib import Path
+
+import pandas as pd
+
+from dashrepro.data.prompts import TeacherProtocol, render_student_prompt, render_teacher_prompt
+from dashrepro.io import (
+    UnreadableFileError,
+    read_parquet,
+    read_parquet_record,
+    sha256_path,
+    source_fingerprint,
+    write_parquet,
+)
+from dashrepro.sampling import SamplingSettings
+
+RESPONSE_COLUMNS = [
+    "checkpoint",
+    "benchmark",
+    "problem_id",
+    "sample_index",
+    "seed",
+    "prompt_role",
+    "response",
+    "n_tokens",
+    "finish_reason",
+    "gold",
+]
+SAMPLE_COLUMNS = [*RESPONSE_COLUMNS, "extracted", "correct", "grading_path", "grading_seconds"]
+
+
+def shard_seed(base_seed: int, shard_key: str) -> int:
+    """A generation seed for one shard, fixed by the base seed and the shard's problems."""
+    digest = hashlib.sha256(f"{base_seed}:{shard_key}".encode()).hexdigest()
+    return int(digest[:8], 16)
+
+
+def adapter_fingerprint(adapter_dir: str | Path) -> str:
+    """sha256 of what a PEFT adapter folder holds: its config and its weights (not the
+    provenance record or anything else beside them)."""
+    folder = Path(adapter_dir)
+    return _digest(
+        [name, sha256_path(folder / name)]
+        for name in ("adapter_config.json", "adapter_model.safetensors")
+        if (folder / name).is_file()
+    )
+
+
+def shard_problems_digest(bench: str, rows) -> str:
+    """sha256 of what a shard's samples are drawn for: each problem's id, text, solution, answer."""
+    payload = [
+        [bench, str(r.id), str(r.problem), str(r.reference_solution), str(r.answer)] for r in rows
+    ]
+    return hashlib.sha256(json.dumps(payload).encode()).hexdigest()
+
+
+def _digest(items) -> str:
+    return hashlib.sha256(json.dumps(list(items)).encode()).hexdigest()
+
+
+def _shard_mismatch(stored: dict | None, wanted: dict) -> str | None:
+    """Why a kept shard cannot be reused (None when every recorded input matches)."""
+    if stored is None:
+        return "it has no record of what it was made from (written by an older version)"
+    reasons = []
+    for key, value in wanted.items():
+        if stored.get(key) != value:
+            before = json.dumps(stored.get(key), sort_keys=True)
+            now = json.dumps(value, sort_keys=True)
+            reasons.append(f"{key} changed ({before[:80]} when written, {now[:80]} now)")
+    return "; ".join(reasons) or None
+
+
+def _reuse_shard(path: Path, wanted: dict, log) -> pd.DataFrame | None:
+    """The kept shard at ``path`` if it was made from exactly ``wanted``, else None (deleted)."""
+    try:
+        reason = _shard_mismatch(read_parquet_record(path), wanted)
+        frame = None if reason else read_parquet(path)
+    except UnreadableFileError as exc:
+        reason = f"it cannot be read ({exc})"
+    if reason is None and list(frame.columns) != RESPONSE_COLUMNS:
+        reason = f"its columns {list(frame.columns)} are not {RESPONSE_COLUMNS}"
+    if reason is None:
+        return frame
+    if log is not None:
+        log(f"discarding kept shard {path.name}: {reason}")
+    path.unlink(missing_ok=True)
+    return None
+
+
+def generate_samples(
+    sampler,
+    benchmarks: Mapping[str, pd.DataFrame],
+    *,
+    adapter_dir: str | Path | None = None,
+    k: int,
+    sampling: SamplingSettings,
+    seed: int,
+    checkpoint: str,
+    prompt_role: str = "student",
+    protocol: TeacherProtocol | None = None,
+    shard_size: int = 30,
+    shard_dir: str | Path | None = None,
+    base_model_fingerprint: str | None = None,
+    log=None,
+) -> pd.DataFrame:
+    """k sampled responses per problem of each benchmark, one row per sample, not yet graded.
+
+    ``sampler`` is a backend of ``vllm_backend`` (``HFSampler``, ``VLLMSampler``) or a
+    ``generation.ModelSampler``; ``adapter_dir`` is the checkpoint it samples (None: base model).
+
+    Problems are generated in shards of ``shard_size`` problems (within one benchmark), each with
+    its own seed derived from ``seed`` and the shard's problem ids (recorded per row). With a
+    ``shard_dir``, every finished shard is written there atomically with a record of everything
+    its samples were made from: the sampling settings, the content hash of the adapter's files,
+    ``base_model_fingerprint`` (the content hash of the base model's folder, or its hub id), the
+    hash of the shard's problems and of the rendered prompts. A rerun after a killed job reuses a
+    kept shard only when every one of these matches, and discards it otherwise with a log line
+    naming what changed (a retrained adapter, an edited benchmark, a new prompt template); the
+    result equals an uninterrupted run.
+    """
+    shards = []
+    for bench, frame in benchmarks.items():
+        rows = list(frame.itertuples(index=False))
+        for start in range(0, len(rows), shard_size):
+            shards.append((bench, rows[start : start + shard_size]))
+    settings = {
+        "k": k,
+        "sampling": asdict(sampling),
+        "seed": seed,
+        "checkpoint": checkpoint,
+        "role": prompt_role,
+    }
+    inputs = {
+        "settings": settings,
+        "adapter": adapter_fingerprint(adapter_dir) if shard_dir and adapter_dir else None,
+        "base_model": base_model_fingerprint,
+    }
+    tokenizer = sampler.tokenizer
+    frames = []
+    generation_seconds = 0.0
+    for shard_index, (bench, rows) in enumerate(shards):
+        key = f"{bench}:" + ",".join(str(r.id) for r in rows)
+        prompts, meta = [], []
+        for row in rows:
+            if prompt_role == "student":
+                prompt = render_student_prompt(tokenizer, row.problem)
+            elif prompt_role == "teacher":
+                prompt = render_teacher_prompt(
+                    tokenizer, row.problem, row.reference_solution, protocol
+                )
+            else:
+                raise ValueError(f"prompt_role must be 'student' or 'teacher', got {prompt_role!r}")
+            for index in range(k):
+                prompts.append(prompt)
+                meta.append((row.id, index, str(row.answer)))
+        wanted = {
+            **inputs,
+            "problems": shard_problems_digest(bench, rows),
+            "prompts": _digest(prompts[::k]),
+        }
+        kept = Path(shard_dir) / f"shard-{shard_index:04d}.parquet" if shard_dir else None
+        if kept is not None and kept.exists():
+            reused = _reuse_shard(kept, wanted, log)
+            if reused is not None:
+                frames.append(reused)
+                continue
+        this_seed = shard_seed(seed, key)
+        started = time.perf_counter()
+        samples = sampler.sample(prompts, sampling, this_seed, adapter_dir=adapter_dir)
+        generation_seconds += time.perf_counter() - started
+        shard = pd.DataFrame(
+            [
+                {
+                    "checkpoint": checkpoint,
+                    "benchmark": bench,
+                    "problem_id": pid,
+                    "sample_index": index,
+                    # vLLM: the request's own seed; HF generate: the shard's.
+                    "seed": this_seed if sample.seed is None else sample.seed,
+                    "prompt_role": prompt_role,
+                    "response": sample.text,
+                    "n_tokens": len(sample.token_ids),
+                    "finish_reason": sample.finish_reason,
+                    "gold": gold,
+                }
+                for sample, (pid, index, gold) in zip(samples, meta, strict=True)
+            ],
+            columns=RESPONSE_COLUMNS,
+        )
+        if kept is not None:
+            write_parquet(kept, shard, record=wanted)
+        if log is not None:
+            log(f"shard {shard_index + 1}/{len(shards)} ({bench}, {len(rows)} problems) generated")
+        frames.append(shard)
+    frame = pd.concat(frames, ignore_index=True)[RESPONSE_COLUMNS]
+    frame.attrs["generation_seconds"] = generation_seconds
+    return frame
+
+
+def has_reference_solutions(benchmark: pd.DataFrame) -> bool:
+    """Whether every problem has a reference solution (the privileged teacher's context)."""
+    solutions = benchmark["reference_solution"]
+    return bool(len(solutions)) and bool(
+        solutions.map(lambda s: isinstance(s, str) and s.strip() != "").all()
+    )
+
+
+def generate_policy_responses(
+    *,
+    base_model_dir: str | Path,
+    adapter_dir: str | Path | None,
+    benchmark_files: Mapping[str, str | Path],
+    generation: Mapping,
+    checkpoint: str,
+    prompt_role: str = "student",
+    protocol: TeacherProtocol | None = None,
+    shard_dir: str | Path | None = None,
+    log=None,
+) -> pd.DataFrame:
+    """Sample ``generation['samples_per_problem']`` responses per benchmark problem.
+
+    The privileged teacher (``prompt_role="teacher"``) is the base model without the adapter.
+    """
+    from dashrepro.sampling import make_sampler
+
+    backend = generation.get("backend", "hf")
+    options = dict(generation.get("vllm") or {}) if backend == "vllm" else {}
+    sampler = make_sampler(backend, base_model=str(base_model_dir), **options)
+    benchmarks = {name: read_parquet(path) for name, path in benchmark_files.items()}
+    sampling = SamplingSettings(
+        temperature=generation["temperature"],
+        top_p=generation["top_p"],
+        top_k=None,
+        max_new_tokens=generation["max_new_tokens"],
+    )
+    return generate_samples(
+        sampler,
+        benchmarks,
+        # The privileged teacher is the base model without the adapter.
+        adapter_dir=adapter_dir if prompt_role == "student" else None,
+        k=generation["samples_per_problem"],
+        sampling=sampling,
+        seed=generation["seed"],
+        checkpoint=checkpoint,
+        prompt_role=prompt_role,
+        protocol=protocol,
+        shard_size=generation["shard_size"],
+        shard_dir=shard_dir,
+        base_model_fingerprint=source_fingerprint(base_model_dir) if shard_dir else None,
+        log=log,
+    )

@@ -1,0 +1,519 @@
+"""The symbolic benchmark grader behind every reported score (the paper's appendix "Answer
+extraction and equivalence checking").
+
+:func:`grade_response` / :func:`grade_batch`: last ``\\boxed{...}`` -> math-verify with a 5 s
+timeout -> exact-match fallback; :func:`grade_batch` runs it in killable worker processes. (The
+outcome reward of the GRPO hybrid is ``grading.reward``, never used for reported scores.)
+
+Protocol of :func:`grade_response` (decisions that METHODS.md asks to make explicitly)
+--------------------------------------------------------------------------------------
+1. ``extracted = extract_last_boxed(response)``; ``None`` -> ``correct=False``,
+   ``path="no_boxed"``.
+2. Prediction and gold are wrapped in ``$...$`` when they contain none of the math
+   delimiters ``$``, ``\\(``, ``\\[``.
+3. Both are parsed with ``math_verify.parse(s, fallback_mode="no_fallback",
+   parsing_timeout=T, raise_on_error=True)`` (default extraction configs), gold first,
+   then ``math_verify.verify(gold_parsed, pred_parsed, timeout_seconds=T,
+   raise_on_error=True)`` -- gold first because verify is asymmetric. ``T`` is
+   ``ceil(timeout_s)`` (``signal.alarm`` only takes whole seconds); default 5 s.
+4. The METHODS.md trap ("with defaults parse returns [] and verify returns False instead
+   of raising, so a literal port never reaches the fallback") is closed two ways:
+   ``raise_on_error=True`` makes real parse/verify exceptions propagate, AND an empty
+   parse on either side (math-verify swallows latex2sympy failures internally and
+   returns ``[]`` even with ``raise_on_error=True``) is treated as a parse failure.
+   Both go to the paper's fallback: lowercase exact match after removing ``$`` and
+   spaces (``s.replace("$", "").replace(" ", "").lower()``; only the space character
+   is removed, as the paper says) -> ``path="exact_fallback"``.
+5. math-verify's own (SIGALRM) timeout raises ``TimeoutException`` (a
+   ``BaseException``); that is an exception raised by parse/verify, so per the paper the
+   verdict comes from the exact fallback, but the sample is recorded with
+   ``path="timeout"`` (so ``correct`` is False unless the exact fallback matches). The
+   same rule is applied when :func:`grade_batch` hard-kills a stuck worker.
+6. ``path="partial_parse"``: math-verify tries the matches in the (wrapped) box from the
+   rightmost on until one parses, so a box whose whole content does not parse can still
+   yield a fragment (``\\frac{1}{\\sqrt[}{x}^^_ 3`` -> ``3``). The prediction is parsed a
+   second time with ``extraction_mode="first_match"`` (the first match only); when that
+   parse is empty, the verdict comes from the exact fallback and the sample is recorded
+   with this path (counted in the evaluation summary as ``n_partial_parse``).
+7. ``path="error"``: anything that is not an exception from math-verify's parse/verify,
+   i.e. a failure in this module's own code or a worker process that died on an item
+   twice; ``correct`` again comes from the exact fallback, ``error`` holds the reason.
+8. No verdict short-cut: every boxed answer goes through math-verify's parse and
+   verify; there is no string-equality fast path. The only speed-up is a per-process
+   memo of ``math_verify.parse`` results keyed by the input string (parse is
+   deterministic and its sympy results immutable, so a hit cannot change a verdict;
+   exceptions and timeouts are never memoised, empty parses are). Model output is never ``eval``-ed:
+   math-verify parses it with latex2sympy / sympy's ``parse_expr`` only.
+
+Every result dict has keys ``correct`` (bool), ``extracted`` (str | None), ``path``
+(``"math_verify" | "exact_fallback" | "partial_parse" | "no_boxed" | "timeout" | "error"``),
+``seconds`` (float, grading wall time of that item) and ``error`` (str | None, at most
+``ERROR_TEXT_LIMIT`` characters plus a note of how many were cut).
+
+Threads: math-verify's timeout uses ``signal.alarm``, which only works in the main
+thread. :func:`grade_response` therefore refuses to run outside the main thread (it
+would otherwise silently degrade to exact matching); :func:`grade_batch` works from any
+thread because the grading happens in the main thread of worker processes
+(``forkserver`` context where available, else ``spawn``). Like any forkserver/spawn
+user, a calling *script* needs the ``if __name__ == "__main__":`` guard (the children
+import the parent's main module); without it the workers fail to start and grade_batch
+raises ``RuntimeError`` after three start-up failures.
+
+Hard timeout: with CPython 3.11, sympy 1.14 and math-verify 0.9.0 (no gmpy2), the
+exponent tower ``9^{9^{9^{9^{9}}}}`` vs ``1`` is in fact stopped by math-verify's SIGALRM
+after ~5 s (big-int arithmetic checks for signals here). The parent-side hard timeout is
+the guarantee for inputs the signal cannot stop (a handler swallowed by a bare
+``except:``, a long uninterruptible C call); the tests exercise it by setting the signal
+timeout beyond the hard timeout.
+
+Run the tests::
+
+    pytest tests/grading -q
+
+and the throughput benchmark::
+
+    python benchmarks/grading.py --quick
+"""
+
+from __future__ import annotations
+
+import math
+import multiprocessing as mp
+import re
+import signal
+import threading
+import time
+from collections import deque
+from collections.abc import Sequence
+from multiprocessing.connection import wait as _mp_wait
+from typing import Any
+
+__all__ = [
+    "ERROR_TEXT_LIMIT",
+    "PATHS",
+    "extract_last_boxed",
+    "exact_fallback_match",
+    "grade_response",
+    "grade_batch",
+]
+
+PATHS = ("math_verify", "exact_fallback", "partial_parse", "no_boxed", "timeout", "error")
+
+#: Longest ``error`` text kept per sample: math-verify's messages quote the whole input, which
+#: for a pathological box is megabytes in every stored sample.
+ERROR_TEXT_LIMIT = 300
+
+# ---------------------------------------------------------------------------------------
+# Extraction
+# ---------------------------------------------------------------------------------------
+
+# An opening box: "\boxed{", "\boxed {" (any whitespace before the brace) or "\fbox{".
+# Brace-less forms such as "\boxed 5" are not boxes for this grader.
+_BOX_OPEN = re.compile(r"\\(?:boxed|fbox)\s*\{")
+# Tokens that matter for brace matching: an escaped character (so "\{" and "\}" are
+# literal braces and "\\{" is a line break followed by a real brace) or a bare brace.
+_BRACE_TOKEN = re.compile(r"\\.|[{}]", re.DOTALL)
+
+
+def extract_last_boxed(text: str) -> str | None:
+    """Content of the last ``\\boxed{...}`` / ``\\boxed {...}`` / ``\\fbox{...}`` in text.
+
+    "Last" means the opening command that starts last, so for ``\\boxed{\\boxed{5}}`` it
+    is the inner box (content ``"5"``). Braces are matched with nesting; escaped braces
+    ``\\{``/``\\}`` do not count. If the last opening box is never closed (a truncated
+    response) the result is ``None``, even when an earlier box is complete. Linear time:
+    one regex pass to find the last opener and one pass over the tokens after it.
+    """
+    last = None
+    for last in _BOX_OPEN.finditer(text):  # noqa: B007 -- we want the final match
+        pass
+    if last is None:
+        return None
+    start = last.end()  # first character after the opening brace
+    depth = 1
+    for tok in _BRACE_TOKEN.finditer(text, start):
+        c = tok.group()
+        if c == "{":
+            depth += 1
+        elif c == "}":
+            depth -= 1
+            if depth == 0:
+                return text[start : tok.start()]
+    return None
+
+
+# ---------------------------------------------------------------------------------------
+# Symbolic grading (math-verify) with the exact-match fallback
+# ---------------------------------------------------------------------------------------
+
+_DELIMITERS = ("$", "\\(", "\\[")
+
+
+def _wrap_math(s: str) -> str:
+    """Wrap in ``$...$`` unless the string already has a math delimiter."""
+    if any(d in s for d in _DELIMITERS):
+        return s
+    return f"${s}$"
+
+
+def _exact_key(s: str) -> str:
+    return s.replace("$", "").replace(" ", "").lower()
+
+
+def exact_fallback_match(pred: str | None, gold: str) -> bool:
+    """The paper's fallback: lowercase exact match after removing ``$`` and spaces."""
+    if pred is None:
+        return False
+    return _exact_key(pred) == _exact_key(gold)
+
+
+def _short(text: str | None, limit: int = ERROR_TEXT_LIMIT) -> str | None:
+    """``text`` cut to ``limit`` characters, saying how much was cut."""
+    if text is None or len(text) <= limit:
+        return text
+    return f"{text[:limit]}... [{len(text) - limit} more characters]"
+
+
+def _result(
+    correct: bool,
+    extracted: str | None,
+    path: str,
+    seconds: float = 0.0,
+    error: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "correct": bool(correct),
+        "extracted": extracted,
+        "path": path,
+        "seconds": float(seconds),
+        "error": _short(error),
+    }
+
+
+def _require_main_thread() -> None:
+    if threading.current_thread() is not threading.main_thread():
+        raise RuntimeError(
+            "grade_response/grade_batch(workers=0) must run in the main thread: "
+            "math-verify's timeout uses signal.alarm. Use grade_batch(workers>=1) "
+            "from other threads."
+        )
+
+
+# Memo of math_verify.parse results, keyed by the (wrapped) input string. parse is a
+# deterministic function of its input (math-verify itself lru-caches parse_latex_cached),
+# sympy objects are immutable and verify does not mutate them, so a cache hit cannot
+# change a verdict. Returned lists (empty ones included) are stored; a timeout or other
+# exception is never cached, so such items are re-tried each time. In Avg@12 evaluation every gold repeats
+# 12 times and correct predictions repeat the gold, so most parses become hits.
+_PARSE_CACHE: dict[tuple[str, int, str], list] = {}
+_PARSE_CACHE_MAX = 20_000
+
+
+def _parse_cached(math_verify, s: str, secs: int, extraction_mode: str = "any_match") -> list:
+    key = (s, secs, extraction_mode)
+    hit = _PARSE_CACHE.get(key)
+    if hit is not None:
+        return hit
+    parsed = math_verify.parse(
+        s,
+        fallback_mode="no_fallback",
+        extraction_mode=extraction_mode,
+        parsing_timeout=secs,
+        raise_on_error=True,
+    )
+    if len(_PARSE_CACHE) >= _PARSE_CACHE_MAX:
+        _PARSE_CACHE.clear()
+    _PARSE_CACHE[key] = parsed
+    return parsed
+
+
+def _grade_extracted(extracted: str | None, gold: str, timeout_s: float) -> dict[str, Any]:
+    """Grade an already-extracted prediction (the part of the protocol after step 1)."""
+    t0 = time.perf_counter()
+    if extracted is None:
+        return _result(False, None, "no_boxed", time.perf_counter() - t0)
+    _require_main_thread()
+
+    import math_verify
+    from math_verify.errors import TimeoutException
+
+    secs = max(1, math.ceil(timeout_s))
+    try:
+        pred_in = _wrap_math(extracted)
+        gold_in = _wrap_math(gold)
+    except Exception as e:  # not from math-verify: our own failure
+        ok = exact_fallback_match(extracted, gold) if isinstance(gold, str) else False
+        return _result(ok, extracted, "error", time.perf_counter() - t0, repr(e))
+    try:
+        gold_parsed = _parse_cached(math_verify, gold_in, secs)
+        pred_parsed = _parse_cached(math_verify, pred_in, secs)
+        if not gold_parsed or not pred_parsed:
+            side = "gold" if not gold_parsed else "prediction"
+            ok = exact_fallback_match(extracted, gold)
+            return _result(
+                ok, extracted, "exact_fallback", time.perf_counter() - t0, f"empty parse ({side})"
+            )
+        # math-verify tries every match in the box (rightmost first) until one parses, so a box
+        # whose whole content does not parse can still yield a fragment of it: a "3" out of
+        # "\frac{1}{\sqrt[}{x}^^_\begin{matrix} 3". Only a parse of the first match -- the
+        # whole box -- may decide the verdict; otherwise the exact rule does.
+        if not _parse_cached(math_verify, pred_in, secs, extraction_mode="first_match"):
+            ok = exact_fallback_match(extracted, gold)
+            return _result(
+                ok,
+                extracted,
+                "partial_parse",
+                time.perf_counter() - t0,
+                "math-verify parsed only a fragment of the box",
+            )
+        ok = math_verify.verify(gold_parsed, pred_parsed, timeout_seconds=secs, raise_on_error=True)
+        return _result(bool(ok), extracted, "math_verify", time.perf_counter() - t0)
+    except TimeoutException as e:
+        ok = exact_fallback_match(extracted, gold)
+        return _result(ok, extracted, "timeout", time.perf_counter() - t0, str(e))
+    except Exception as e:
+        ok = exact_fallback_match(extracted, gold)
+        return _result(ok, extracted, "exact_fallback", time.perf_counter() - t0, repr(e))
+
+
+def grade_response(response: str, gold: str, timeout_s: float = 5.0) -> dict[str, Any]:
+    """Grade one model response against the gold answer (protocol in the module docstring).
+
+    Must be called from the main thread (math-verify's timeout uses ``signal.alarm``);
+    raises ``RuntimeError`` otherwise. For many items, or from other threads, use
+    :func:`grade_batch`, which also enforces a hard per-item timeout.
+    """
+    t0 = time.perf_counter()
+    extracted = extract_last_boxed(response)
+    res = _grade_extracted(extracted, gold, timeout_s)
+    res["seconds"] = time.perf_counter() - t0
+    return res
+
+
+# ---------------------------------------------------------------------------------------
+# Batch grading in killable worker processes
+# ---------------------------------------------------------------------------------------
+
+
+def _worker_main(conn, timeout_s: float) -> None:
+    """Worker loop: receive chunks of (index, extracted, gold), send one result per item."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and cleanup
+    _grade_extracted("1", "1", timeout_s)  # import math-verify and warm its caches
+    conn.send(("ready", None))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        for idx, extracted, gold in msg:
+            t0 = time.perf_counter()
+            try:
+                res = _grade_extracted(extracted, gold, timeout_s)
+            except Exception as e:  # pragma: no cover - _grade_extracted catches its own
+                res = _result(exact_fallback_match(extracted, gold), extracted, "error", 0, repr(e))
+            # A flat tuple is cheaper to pickle than the dict; the parent already knows
+            # the extracted string.
+            conn.send((idx, res["correct"], res["path"], time.perf_counter() - t0, res["error"]))
+
+
+class _Slot:
+    """One worker process and what it is doing."""
+
+    def __init__(self, ctx, timeout_s: float):
+        parent_conn, child_conn = ctx.Pipe(duplex=True)
+        self.proc = ctx.Process(
+            target=_worker_main, args=(child_conn, timeout_s), daemon=True, name="grader"
+        )
+        self.proc.start()
+        child_conn.close()
+        self.conn = parent_conn
+        self.started = time.monotonic()
+        self.ready = False
+        self.chunk: list[tuple[int, str, str]] | None = None
+        self.pos = 0  # results received for the current chunk
+        self.item_t0 = 0.0  # when the current item started (parent clock)
+
+    def stop(self, hard: bool) -> None:
+        if self.proc.is_alive():
+            if hard:
+                self.proc.kill()
+            else:
+                try:
+                    self.conn.send(None)
+                except (OSError, ValueError):
+                    self.proc.kill()
+        self.proc.join(timeout=5)
+        if self.proc.is_alive():
+            self.proc.kill()
+            self.proc.join()
+        self.conn.close()
+
+
+def _mp_context():
+    methods = mp.get_all_start_methods()
+    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+
+
+def grade_batch(
+    responses: Sequence[str],
+    golds: Sequence[str],
+    workers: int = 2,
+    item_timeout_s: float = 10.0,
+    *,
+    timeout_s: float = 5.0,
+    chunk_size: int | None = None,
+    max_crash_retries: int = 1,
+    startup_timeout_s: float = 120.0,
+) -> list[dict[str, Any]]:
+    """Grade ``responses[i]`` against ``golds[i]`` for all i; results in input order.
+
+    ``workers >= 1``: extraction runs in the calling process (cheap, linear); grading runs
+    in ``workers`` processes, each item under math-verify's own ``timeout_s`` (SIGALRM, in
+    the worker's main thread) and a HARD ``item_timeout_s`` enforced by the parent: a
+    worker still on one item after ``item_timeout_s`` (signals cannot interrupt a long
+    C-level computation) is SIGKILLed and replaced, the item is recorded with
+    ``path="timeout"`` (``correct`` from the exact fallback, ``error="hard timeout"``)
+    and the rest of its chunk is re-queued. A worker that dies for another reason (e.g.
+    killed from outside, OOM) loses no finished items; its current item is retried up to
+    ``max_crash_retries`` times, then recorded with ``path="error"``. Safe to call from
+    any thread. ``chunk_size`` items are sent per task (default: up to 64, chosen so each
+    worker gets several chunks).
+
+    ``workers == 0`` grades in-process with :func:`grade_response` semantics (main thread
+    only, no hard timeout) -- for debugging.
+    """
+    n = len(responses)
+    if len(golds) != n:
+        raise ValueError(f"{n} responses but {len(golds)} golds")
+    if workers < 0:
+        raise ValueError("workers must be >= 0")
+    if workers == 0:
+        return [grade_response(r, g, timeout_s) for r, g in zip(responses, golds, strict=True)]
+    if n == 0:
+        return []
+
+    results: list[dict[str, Any] | None] = [None] * n
+    todo: list[tuple[int, str, str]] = []
+    extracted_of: list[str | None] = [extract_last_boxed(r) for r in responses]
+    for i, (ext, gold) in enumerate(zip(extracted_of, golds, strict=True)):
+        if ext is None:
+            results[i] = _result(False, None, "no_boxed")
+        else:
+            todo.append((i, ext, str(gold)))
+    if not todo:
+        return results  # type: ignore[return-value]
+
+    n_workers = min(workers, len(todo))
+    if chunk_size is None:
+        chunk_size = max(1, min(64, math.ceil(len(todo) / (n_workers * 4))))
+    pending: deque[list[tuple[int, str, str]]] = deque(
+        todo[k : k + chunk_size] for k in range(0, len(todo), chunk_size)
+    )
+    remaining = len(todo)
+    crashes: dict[int, int] = {}
+    startup_failures = 0
+
+    ctx = _mp_context()
+    slots: list[_Slot] = []
+
+    def record(idx: int, res: dict[str, Any]) -> None:
+        nonlocal remaining
+        if results[idx] is None:
+            remaining -= 1
+        results[idx] = res
+
+    def drain(slot: _Slot) -> None:
+        """Receive everything the worker has sent so far."""
+        while True:
+            try:
+                if not slot.conn.poll():
+                    return
+                msg = slot.conn.recv()
+            except (EOFError, OSError):
+                return
+            if msg[0] == "ready":
+                slot.ready = True
+                continue
+            idx, correct, path, seconds, error = msg
+            record(idx, _result(correct, extracted_of[idx], path, seconds, error))
+            slot.pos += 1
+            slot.item_t0 = time.monotonic()
+            if slot.chunk is not None and slot.pos >= len(slot.chunk):
+                slot.chunk = None
+
+    def dispatch(slot: _Slot) -> None:
+        if slot.ready and slot.chunk is None and pending:
+            chunk = pending.popleft()
+            slot.chunk, slot.pos = chunk, 0
+            slot.item_t0 = time.monotonic()
+            slot.conn.send(chunk)
+
+    def replace(k: int, *, hard_timeout: bool) -> None:
+        """Kill slot k, settle its current item, re-queue the rest, start a new worker."""
+        nonlocal startup_failures
+        slot = slots[k]
+        slot.stop(hard=True)
+        if slot.chunk is not None and slot.pos < len(slot.chunk):
+            idx, ext, gold = slot.chunk[slot.pos]
+            rest = slot.chunk[slot.pos + 1 :]
+            elapsed = time.monotonic() - slot.item_t0
+            ok = exact_fallback_match(ext, gold)
+            if hard_timeout:
+                record(idx, _result(ok, ext, "timeout", elapsed, "hard timeout: worker killed"))
+            else:
+                crashes[idx] = crashes.get(idx, 0) + 1
+                if crashes[idx] > max_crash_retries:
+                    record(idx, _result(ok, ext, "error", elapsed, "worker process died"))
+                else:
+                    rest = [slot.chunk[slot.pos], *rest]
+            if rest:
+                pending.appendleft(rest)
+        elif not slot.ready:
+            startup_failures += 1
+            if startup_failures >= 3:
+                raise RuntimeError("grading workers failed to start three times")
+        slot.chunk = None
+        if remaining > 0:
+            slots[k] = _Slot(ctx, timeout_s)
+
+    try:
+        slots.extend(_Slot(ctx, timeout_s) for _ in range(n_workers))
+        while remaining > 0:
+            now = time.monotonic()
+            deadlines = []
+            for k, slot in enumerate(slots):
+                if not slot.proc.is_alive():
+                    drain(slot)  # keep what it finished before dying
+                    replace(k, hard_timeout=False)
+                    continue
+                if slot.chunk is not None:
+                    if now - slot.item_t0 > item_timeout_s:
+                        drain(slot)  # the item may have finished just now
+                        if slot.chunk is not None and (
+                            time.monotonic() - slot.item_t0 > item_timeout_s
+                        ):
+                            replace(k, hard_timeout=True)
+                            continue
+                    if slot.chunk is not None:
+                        deadlines.append(slot.item_t0 + item_timeout_s)
+                elif not slot.ready and now - slot.started > startup_timeout_s:
+                    replace(k, hard_timeout=False)
+                    continue
+                dispatch(slot)
+            if remaining <= 0:
+                break
+            wait_s = 1.0
+            if deadlines:
+                wait_s = min(wait_s, max(0.0, min(deadlines) - time.monotonic()) + 0.005)
+            handles = [s.conn for s in slots] + [s.proc.sentinel for s in slots]
+            ready = _mp_wait(handles, timeout=wait_s)
+            for slot in slots:
+                if slot.conn in ready:
+                    drain(slot)
+                    dispatch(slot)
+    finally:
+        for slot in slots:
+            slot.stop(hard=remaining > 0)
+    return results  # type: ignore[return-value]

@@ -1,0 +1,2 @@
+"""LoRA on-policy self-distillation: the trainer (``trainer``) and its resumable training
+states (``checkpointing``)."""

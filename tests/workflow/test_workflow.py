@@ -1,0 +1,361 @@
+"""The whole tiny DAG, end to end, in a temporary directory (marked slow: ~1-3 minutes).
+
+Checks what a researcher relies on: every stage runs; the table has a row per method with numbers
+in [0, 100]; each table number equals its recomputation from the per-sample parquet files of the
+selected checkpoints; a second run has nothing to do; a config change that only touches the report
+reruns only the report; every output can be traced back to its inputs.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+pytestmark = pytest.mark.slow
+
+
+def small_config(default: dict) -> dict:
+    config = json.loads(json.dumps(default))
+    config["experiment"] = "e2e"
+    config["data"]["n_train"] = 200
+    for bench in config["benchmarks"].values():
+        bench["n_problems"] = 6
+    scale = config["scales"]["tiny"]
+    scale["sft"]["steps"] = 10
+    scale["train"].update(steps=4, checkpoint_every=2, micro_batch_size=4, max_new_tokens=40)
+    config["evaluation"].update(samples_per_problem=2, max_new_tokens=40)
+    # Snakemake merges this file over workflow_config.yaml, so every configured method stays:
+    # the GRPO hybrid's groups must fit the smaller batch.
+    config["methods"]["dash_grpo"]["grpo"]["group_size"] = 2
+    return config
+
+
+def snakemake(workdir: Path, repo_root: Path, *args: str) -> subprocess.CompletedProcess:
+    cmd = [
+        sys.executable, "-m", "snakemake",
+        "-s", str(repo_root / "Snakefile"),
+        "--directory", str(workdir),
+        "--configfile", str(workdir / "config.yaml"),
+        *args,
+    ]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+
+
+def dry_run_after_change(workdir: Path, repo_root: Path, change) -> str:
+    """Apply ``change`` to the run's config, dry-run ``all``, restore the config; return the output."""
+    original = (workdir / "config.yaml").read_text()
+    config = yaml.safe_load(original)
+    change(config)
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    try:
+        dry = snakemake(workdir, repo_root, "-n", "all")
+    finally:
+        (workdir / "config.yaml").write_text(original)
+    out = dry.stdout + dry.stderr
+    assert dry.returncode == 0, out
+    return out
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory, repo_root, default_config):
+    workdir = tmp_path_factory.mktemp("dag")
+    (workdir / "config.yaml").write_text(yaml.safe_dump(small_config(default_config)))
+    dry = snakemake(workdir, repo_root, "-n", "all_tables")
+    assert dry.returncode == 0, dry.stderr
+    done = snakemake(workdir, repo_root, "--cores", "2", "all")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return workdir, dry.stdout + dry.stderr
+
+
+def test_dry_run_lists_every_stage(finished_run):
+    _, dry_output = finished_run
+    for rule in [
+        "make_synthetic_data",
+        "train_tokenizer",
+        "sft_base_model",
+        "evaluate_base_model",
+        "train_lora_tiny",
+        "generate_checkpoint_responses",
+        "grade_checkpoint",
+        "select_best_checkpoint",
+        "main_results_table",
+    ]:
+        assert f"rule {rule}:" in dry_output
+
+
+def test_table_numbers_recompute_from_per_sample_files(finished_run, default_config):
+    workdir, _ = finished_run
+    results = workdir / "results" / "e2e"
+    table = pd.read_csv(results / "tables" / "main_results.csv")
+    methods = default_config["report"]["main_table"]["methods"]
+    benches = list(default_config["benchmarks"])
+    assert list(table["method"]) == methods
+    for row in table.to_dict("records"):
+        per_seed = []
+        for seed in default_config["seeds"]:
+            selection = json.loads(
+                (results / "selection" / row["method"] / "tiny" / f"seed{seed}.json").read_text()
+            )
+            step = selection["selected_step"]
+            samples = pd.read_parquet(
+                results
+                / "eval"
+                / row["method"]
+                / "tiny"
+                / f"seed{seed}"
+                / f"step{step}"
+                / "samples.parquet"
+            )
+            assert set(samples["checkpoint"]) == {f"{row['method']}/tiny/seed{seed}/step{step}"}
+            scores = {
+                b: 100.0
+                * samples[samples["benchmark"] == b].groupby("problem_id")["correct"].mean().mean()
+                for b in benches
+            }
+            per_seed.append(scores)
+        for b in benches:
+            values = pd.Series([s[b] for s in per_seed])
+            assert 0.0 <= row[f"{b}_mean"] <= 100.0
+            assert row[f"{b}_mean"] == pytest.approx(values.mean(), abs=1e-9)
+            assert row[f"{b}_std"] == pytest.approx(values.std(ddof=1), abs=1e-9)
+        assert row["average"] == pytest.approx(
+            sum(row[f"{b}_mean"] for b in benches) / len(benches)
+        )
+    markdown = (results / "tables" / "main_results.md").read_text()
+    latex = (results / "tables" / "main_results.tex").read_text()
+    for label in [default_config["methods"][m]["label"] for m in methods]:
+        assert label in markdown and label in latex
+
+
+def test_selection_uses_best_mean_checkpoint(finished_run, default_config):
+    workdir, _ = finished_run
+    results = workdir / "results" / "e2e"
+    for path in (results / "selection").rglob("seed[0-9].json"):
+        selection = json.loads(path.read_text())
+        means = {}
+        for step_dir in (
+            results / "eval" / selection["method"] / "tiny" / f"seed{selection['seed']}"
+        ).glob("step*"):
+            means[int(step_dir.name[4:])] = json.loads((step_dir / "summary.json").read_text())[
+                "mean_over_benchmarks"
+            ]
+        best = max(means.values())
+        assert selection["selected_step"] == min(s for s, v in means.items() if v == best)
+
+
+def test_outputs_exist_with_provenance(finished_run):
+    workdir, _ = finished_run
+    results = workdir / "results" / "e2e"
+    for name in ["checkpoint_curves.png", "checkpoint_curves.pdf"]:
+        assert (results / "figures" / name).stat().st_size > 1000
+    accuracy = json.loads((results / "eval" / "base" / "tiny" / "accuracy.json").read_text())
+    assert {"student", "teacher", "teacher_minus_student"} <= set(accuracy)
+    adapter = next((results / "runs").rglob("checkpoint-2"))
+    assert (adapter / "adapter_config.json").exists() and (
+        adapter / "adapter_model.safetensors"
+    ).exists()
+    record = json.loads((results / "tables" / "main_results.csv.provenance.json").read_text())
+    assert record["stage"] == "main_results_table"
+    assert all(len(item["sha256"]) == 64 for item in record["inputs"]["selections"])
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
+    from dashrepro.provenance import trace
+
+    chain = "\n".join(trace(results / "tables" / "main_results.csv", root=workdir))
+    for stage in [
+        "select_best_checkpoint",
+        "grade_checkpoint",
+        "generate_checkpoint_responses",
+        "train_lora",
+        "sft_base_model",
+        "make_synthetic_data",
+    ]:
+        assert f"stage={stage}" in chain
+
+
+def test_second_run_recomputes_nothing(finished_run, repo_root):
+    workdir, _ = finished_run
+    again = snakemake(workdir, repo_root, "-n", "all")
+    assert again.returncode == 0
+    assert "Nothing to be done" in again.stdout + again.stderr
+
+
+def test_report_only_change_reruns_only_the_report(finished_run, repo_root):
+    workdir, _ = finished_run
+    out = dry_run_after_change(
+        workdir, repo_root, lambda c: c["methods"]["dash"].update(label="DASH (relabelled)")
+    )
+    assert "rule main_results_table:" in out and "rule checkpoint_curves_figure:" in out
+    for upstream in [
+        "rule train_lora_tiny:",
+        "rule generate_checkpoint_responses:",
+        "rule grade_checkpoint:",
+        "rule sft_base_model:",
+    ]:
+        assert upstream not in out
+
+
+def test_training_change_keeps_data_and_base_model(finished_run, repo_root):
+    workdir, _ = finished_run
+    out = dry_run_after_change(
+        workdir,
+        repo_root,
+        lambda c: c["scales"]["tiny"]["train"].update(lr=2 * c["scales"]["tiny"]["train"]["lr"]),
+    )
+    assert "rule train_lora_tiny:" in out and "rule generate_checkpoint_responses:" in out
+    for upstream in [
+        "rule make_synthetic_data:",
+        "rule train_tokenizer:",
+        "rule sft_base_model:",
+        "rule evaluate_base_model:",
+    ]:
+        assert upstream not in out
+
+
+def test_invalid_config_stops_before_any_job(finished_run, repo_root):
+    workdir, _ = finished_run
+    bad = workdir / "bad.yaml"
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    config["evaluation"]["temprature"] = 1.0
+    bad.write_text(yaml.safe_dump(config))
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"), "--directory", str(workdir),
+           "--configfile", str(bad), "-n", "all"]  # fmt: skip
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert result.returncode != 0
+    assert (
+        "evaluation" in result.stderr + result.stdout
+        and "'temprature' was unexpected" in result.stderr + result.stdout
+    )
+
+
+def test_grader_change_regrades_without_generating(finished_run, repo_root):
+    workdir, _ = finished_run
+    out = dry_run_after_change(
+        workdir, repo_root, lambda c: c["evaluation"].update(grading_timeout_s=7.0)
+    )
+    assert "rule grade_checkpoint:" in out and "rule select_best_checkpoint:" in out
+    for upstream in ["rule generate_checkpoint_responses:", "rule train_lora_tiny:"]:
+        assert upstream not in out
+
+
+def run_from_repo(repo_root: Path, workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    """Snakemake started in the repository root (where `--profile slurm-a800` is found)."""
+    cmd = [
+        sys.executable, "-m", "snakemake", "--directory", str(workdir),
+        "--configfile", str(workdir / "config.yaml"), *args,
+    ]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=300, cwd=repo_root)
+
+
+@pytest.mark.shared_data
+def test_paper_config_plans_gpu_jobs_through_the_slurm_profile(tmp_path, repo_root, default_config):
+    """The paper overlay, merged as Snakemake merges it, dry-runs through the SLURM profile."""
+    from conftest import SHARED_BENCHMARKS
+    from snakemake.utils import update_config
+
+    if not SHARED_BENCHMARKS.is_dir():
+        pytest.skip(f"no {SHARED_BENCHMARKS}")
+    config = json.loads(json.dumps(default_config))
+    update_config(config, yaml.safe_load((repo_root / "config/experiments/paper.yaml").read_text()))
+    for name, bench in config["benchmarks"].items():
+        bench["dataset"]["path"] = str(SHARED_BENCHMARKS / f"{name}.jsonl")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    dry = run_from_repo(repo_root, tmp_path, "--profile", "slurm-a800", "-n", "all_tables")
+    out = dry.stdout + dry.stderr
+    assert dry.returncode == 0, out[-3000:]
+    assert "train_lora_qwen3_8b" in out and "generate_checkpoint_responses" in out
+    # 2 methods x 4 seeds x 10 checkpoints of 200 steps at the table's scale.
+    assert (
+        "generate_checkpoint_responses        80" in out or "generate_checkpoint_responses" in out
+    )
+    assert "sft_base_model" not in out  # released models are not warm-started here
+
+
+# ------------------------------------------------------------------ integrity under faults
+
+
+@pytest.fixture
+def run_copy(finished_run, tmp_path):
+    """A copy of the finished run (mtimes kept), for tests that damage or interrupt it."""
+    import shutil
+
+    workdir, _ = finished_run
+    copy = tmp_path / "run"
+    shutil.copytree(workdir, copy, symlinks=True)
+    return copy
+
+
+def test_every_output_is_readable_as_a_plain_write_would_be(finished_run):
+    """Atomic writes rename owner-only temporary files; the results must still honour the umask."""
+    import os
+    import stat
+
+    workdir, _ = finished_run
+    mask = os.umask(0o022)
+    os.umask(mask)
+    wrong = []
+    for path in (workdir / "results").rglob("*"):
+        want = (0o777 if path.is_dir() else 0o666) & ~mask
+        if stat.S_IMODE(path.stat().st_mode) != want:
+            wrong.append(f"{path.relative_to(workdir)} {oct(stat.S_IMODE(path.stat().st_mode))}")
+    assert not wrong, (
+        f"{len(wrong)} paths not {oct(0o666 & ~mask)}/{oct(0o777 & ~mask)}: {wrong[:5]}"
+    )
+
+
+def test_edited_samples_stop_the_table_naming_the_file(run_copy, repo_root):
+    sys.path.insert(0, str(repo_root / "src"))
+    from dashrepro.provenance import orphan_records
+
+    results = run_copy / "results" / "e2e"
+    samples_path = results / "eval" / "dash" / "tiny" / "seed1" / "step2" / "samples.parquet"
+    samples = pd.read_parquet(samples_path)
+    samples.loc[0, "correct"] = not samples.loc[0, "correct"]  # one edited grade
+    samples.to_parquet(samples_path, index=False)
+    done = snakemake(run_copy, repo_root, "--cores", "2", "all_tables")
+    out = done.stdout + done.stderr
+    assert done.returncode != 0
+    log = (results / "logs" / "select_best_checkpoint" / "dash" / "tiny" / "seed1.log").read_text()
+    for text in (out, log):
+        assert "does not match the samples it was made from" in text
+        assert "results/e2e/eval/dash/tiny/seed1/step2/samples.parquet" in text
+    assert not (results / "selection" / "dash" / "tiny" / "seed1.json").exists()
+    # The failed job's output is gone, and so is its provenance record.
+    assert orphan_records(results) == []
+
+
+def test_killed_snakemake_resumes_with_unlock_then_rerun_incomplete(run_copy, repo_root):
+    """The README's resume steps, after `kill -9` of Snakemake itself in the middle of a job."""
+    import os
+    import signal
+    import time
+
+    config = yaml.safe_load((run_copy / "config.yaml").read_text())
+    config["methods"]["dash"]["label"] = "DASH (relabelled)"  # reruns the report jobs only
+    (run_copy / "config.yaml").write_text(yaml.safe_dump(config))
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"),
+           "--directory", str(run_copy), "--configfile", str(run_copy / "config.yaml"),
+           "--cores", "1", "all"]  # fmt: skip
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)  # fmt: skip
+    locks = run_copy / ".snakemake" / "locks"
+    deadline = time.time() + 120
+    while not (locks.is_dir() and any(locks.iterdir())):
+        assert process.poll() is None and time.time() < deadline, "Snakemake never locked"
+        time.sleep(0.05)
+    time.sleep(1.0)  # inside the first job
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait()
+
+    locked = snakemake(run_copy, repo_root, "--cores", "1", "all")
+    assert locked.returncode != 0 and "--unlock" in locked.stdout + locked.stderr
+    assert snakemake(run_copy, repo_root, "--unlock").returncode == 0
+    done = snakemake(run_copy, repo_root, "--cores", "2", "--rerun-incomplete", "all")
+    assert done.returncode == 0, done.stderr[-3000:]
+    table = (run_copy / "results" / "e2e" / "tables" / "main_results.md").read_text()
+    assert "DASH (relabelled)" in table
