@@ -233,7 +233,9 @@ def test_kept_shard_is_reused_only_for_the_same_problems_and_base_model(
 
     # A base model with other contents (same folder name) invalidates every shard.
     lines = []
-    monkeypatch.setattr("dashrepro.evaluation.responses.source_fingerprint", lambda path: "sha256:other")
+    monkeypatch.setattr(
+        "dashrepro.evaluation.responses.source_fingerprint", lambda path: "sha256:other"
+    )
     generate_policy_responses(shard_dir=shards, log=lines.append, **job)
     assert sum("base_model changed" in line for line in lines) == 3  # 4 + 2 problems, shards of 2
     assert sum(line.endswith("generated") for line in lines) == 3

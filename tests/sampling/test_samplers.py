@@ -198,7 +198,9 @@ def test_a_damaged_adapter_is_named_before_vllm_reads_it(fake_vllm, tmp_path):
     weights = adapter_folder(tmp_path / "step20") / "adapter_model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-3])
     with pytest.raises(AdapterFileError, match=f"{weights}: damaged or truncated"):
-        sampler.sample(["a"], SamplingSettings(max_new_tokens=2), seed=0, adapter_dir=weights.parent)
+        sampler.sample(
+            ["a"], SamplingSettings(max_new_tokens=2), seed=0, adapter_dir=weights.parent
+        )
     assert fake_vllm.engines[0].generate_calls == []
 
 
@@ -319,9 +321,7 @@ def test_hf_sampler_matches_sample_responses_and_caches_policies(
 
     loads = []
     real = hf.load_policy
-    monkeypatch.setattr(
-        hf, "load_policy", lambda *a, **kw: loads.append(a[1]) or real(*a, **kw)
-    )
+    monkeypatch.setattr(hf, "load_policy", lambda *a, **kw: loads.append(a[1]) or real(*a, **kw))
     sampler = make_sampler("hf", base_model=folder)
     base = sampler.sample(prompts, settings, seed=3)
     expected = sample_responses(real(folder, None), tokenizer, prompts, settings, seed=3)

@@ -1,6 +1,6 @@
 """Answer grading: the benchmark grader (``symbolic``) and the GRPO reward grader (``reward``).
 
-    from dashrepro.grading import grade_response, grade_batch
+from dashrepro.grading import grade_response, grade_batch
 """
 
 from dashrepro.grading.reward import reward_exact_match, strip_string

@@ -1,6 +1,6 @@
 """Provenance: what every output was made from (``records``), written from the job (``job``).
 
-    python -m dashrepro.provenance results/tiny/tables/main_results.csv   # the chain of a file
+python -m dashrepro.provenance results/tiny/tables/main_results.csv   # the chain of a file
 """
 
 from dashrepro.provenance.records import (

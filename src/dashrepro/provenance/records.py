@@ -191,4 +191,3 @@ def main() -> None:
         return
     for target in args.outputs:
         print("\n".join(trace(target, args.root)))
-

@@ -1,6 +1,6 @@
 """Sampling responses: one interface, two backends (see ``sampling.base``).
 
-    from dashrepro.sampling import SamplingSettings, make_sampler
+from dashrepro.sampling import SamplingSettings, make_sampler
 """
 
 from __future__ import annotations
