@@ -27,7 +27,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from dashrepro.parameters import AGGREGATION_PARAMS, OBJECTIVE_PARAMS, check_params
+from dashrepro.parameters import AGGREGATION_PARAMS, OBJECTIVES, check_params
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 
@@ -121,13 +121,15 @@ def _method_problems(name: str, method: Mapping, config: Mapping) -> list[str]:
             f"known: {sorted(AGGREGATION_PARAMS)}"
         ]
     objective = method.get("objective", "distill")
+    if objective not in OBJECTIVES:
+        return [f"{where}.objective: unknown objective {objective!r}; known: {sorted(OBJECTIVES)}"]
     problems = check_params(
-        OBJECTIVE_PARAMS[objective],
+        OBJECTIVES[objective].params,
         method.get("objective_params") or {},
         f"{where}.objective_params",
         owner=f"objective {objective!r}",
     )
-    if objective != "distill" and (aggregation != "opsd" or method["params"]):
+    if not OBJECTIVES[objective].uses_aggregation and (aggregation != "opsd" or method["params"]):
         problems.append(
             f"{where}.aggregation: objective {objective!r} has its own per-token "
             "loss; set `aggregation: opsd` and `params: {}`"

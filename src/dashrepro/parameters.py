@@ -1,4 +1,5 @@
-"""The hyper-parameters every aggregation and training objective takes, with their valid ranges.
+"""The registries of aggregations and training objectives: their hyper-parameters with valid
+ranges, and each objective's teacher views.
 
 One declaration serves both places that need it: ``objectives`` checks a call's parameters
 against it, and config validation (``dashrepro.config``) checks every method's ``params`` and
@@ -85,14 +86,48 @@ AGGREGATION_PARAMS: dict[str, dict[str, Param]] = {
     },
 }
 
-#: Parameters of each training objective (``methods.<m>.objective_params``).
-OBJECTIVE_PARAMS: dict[str, dict[str, Param]] = {
-    "distill": {},
-    "eopd": {
-        "entropy_threshold": Param(minimum=0.0, meaning="teacher entropy above which top-k"),
-        "top_k": Param(kind="integer", minimum=1, meaning="teacher tokens of the top-k term"),
-    },
-    "avsd": {},
+
+@dataclass(frozen=True)
+class Objective:
+    """A training objective: its parameters, the teacher views it scores, what it is.
+
+    ``teacher_views`` name the reference texts the privileged teacher is conditioned on, each a
+    forward pass: ``full`` (the reference solution), ``first_half`` (its first half, cut at a
+    word boundary) and ``answer_only`` ("The final answer is \\boxed{...}."). Only ``distill``
+    uses an aggregation; the others have their own per-token loss and take ``aggregation: opsd``
+    with no ``params``.
+    """
+
+    params: dict[str, Param]
+    teacher_views: tuple[str, ...]
+    uses_aggregation: bool
+    meaning: str
+
+
+#: Every training objective (``methods.<m>.objective``); the trainer's losses are keyed by it.
+OBJECTIVES: dict[str, Objective] = {
+    "distill": Objective(
+        params={},
+        teacher_views=("full",),
+        uses_aggregation=True,
+        meaning="local signal r_t aggregated over the rollout (OPSD, DASH and their ablations)",
+    ),
+    "eopd": Objective(
+        params={
+            "entropy_threshold": Param(minimum=0.0, meaning="teacher entropy above which top-k"),
+            "top_k": Param(kind="integer", minimum=1, meaning="teacher tokens of the top-k term"),
+        },
+        teacher_views=("full",),
+        uses_aggregation=False,
+        meaning="EOPD: reverse KL on the sampled token plus forward KL on the teacher's top-k "
+        "where the teacher is uncertain",
+    ),
+    "avsd": Objective(
+        params={},
+        teacher_views=("full", "first_half", "answer_only"),
+        uses_aggregation=False,
+        meaning="AVSD: a sampled-token target mixed from three teacher views",
+    ),
 }
 
 
