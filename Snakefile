@@ -7,8 +7,15 @@
 # Every rule is a thin call into src/dashrepro; the science lives there.
 import os
 
+from snakemake.utils import min_version
+
+min_version("9.0")
+
 
 configfile: os.path.join(workflow.basedir, "workflow_config.yaml")
+
+
+report: "report/workflow.rst"
 
 
 include: "rules/common.smk"
@@ -22,14 +29,14 @@ include: "rules/report.smk"
 
 rule all:
     input:
-        main_table_files(),
+        table_files(),
         base_accuracy_files(),
         figure_files(),
 
 
 rule all_tables:
     input:
-        main_table_files(),
+        table_files(),
         base_accuracy_files(),
 
 

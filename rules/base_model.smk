@@ -29,7 +29,11 @@ rule evaluate_base_model:
         unpack(base_model_inputs_of),
         benchmarks=list(benchmark_files().values()),
     output:
-        accuracy=f"{RESULTS}/eval/base/{{scale}}/accuracy.json",
+        accuracy=report(
+            f"{RESULTS}/eval/base/{{scale}}/accuracy.json",
+            caption="../report/base_accuracy.rst",
+            category="Evaluation",
+        ),
         student_samples=f"{RESULTS}/eval/base/{{scale}}/student_samples.parquet",
         teacher_samples=f"{RESULTS}/eval/base/{{scale}}/teacher_samples.parquet",
     log:

@@ -9,6 +9,7 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 # `configfile:` loaded the YAML, then Snakemake merged any --configfile overlays and --config
 # values over it; validate the result against the JSON schema, the cross-field rules and the
 # parameter ranges, naming every bad key and the file that set it.
+from dashrepro.analysis.registry import kind_module  # noqa: E402
 from dashrepro.config import (  # noqa: E402
     checkpoint_steps,
     snakemake_config_sources,
@@ -28,7 +29,14 @@ EXP = config["experiment"]
 RESULTS = f"results/{EXP}"
 BENCHMARKS = list(config["benchmarks"])
 SEEDS = [int(s) for s in config["seeds"]]
-TABLE = config["report"]["main_table"]
+# The scales the tables and figures report on: evaluated (base model included) and trained.
+REPORT_SCALES = sorted(
+    {
+        spec["scale"]
+        for group in ("tables", "figures")
+        for spec in config[group].values()
+    }
+)
 # Evaluation settings split by the stage that uses them, so a grader change reruns grading only.
 GENERATION_KEYS = (
     "backend",
@@ -64,6 +72,8 @@ def training_env(scale):
 
 wildcard_constraints:
     method="[A-Za-z0-9_]+",
+    table="|".join(config["tables"]),
+    figure="|".join(config["figures"]),
     scale="[A-Za-z0-9_]+",
     seed=r"\d+",
     step=r"\d+",
@@ -161,10 +171,10 @@ def base_model_of(wildcards):
 
 
 def train_all_methods_files():
-    """Every configured method trained for the first seed at the main table's scale."""
-    scale = TABLE["scale"]
+    """Every configured method trained for the first seed at every reported scale."""
     return [
         f"{run_dir(method, scale, SEEDS[0])}/train_metrics.parquet"
+        for scale in REPORT_SCALES
         for method in config["methods"]
     ]
 
@@ -200,51 +210,68 @@ def run_samples(wildcards):
     )
 
 
-def table_selections(wildcards=None):
-    return [
-        f"{RESULTS}/selection/{method}/{TABLE['scale']}/seed{seed}.json"
-        for method in TABLE["methods"]
-        for seed in SEEDS
-    ]
+def result_set(name, scale, methods):
+    """The files of one input set of `dashrepro.analysis.registry.INPUT_SETS`."""
+    runs = [(method, seed) for method in methods for seed in SEEDS]
+    if name == "selections":
+        return [f"{RESULTS}/selection/{m}/{scale}/seed{s}.json" for m, s in runs]
+    if name in ("summaries", "samples"):
+        file = "summary.json" if name == "summaries" else "samples.parquet"
+        return [p for m, s in runs for p in checkpoint_eval_files(m, scale, s, file)]
+    if name in ("traces", "metrics"):
+        file = "token_traces.parquet" if name == "traces" else "train_metrics.parquet"
+        return [f"{run_dir(m, scale, s)}/{file}" for m, s in runs]
+    if name == "base_accuracy":
+        return [f"{RESULTS}/eval/base/{scale}/accuracy.json"]
+    raise ValueError(f"unknown input set {name!r}")
 
 
-def table_eval_files(name):
-    return [
-        path
-        for method in TABLE["methods"]
-        for seed in SEEDS
-        for path in checkpoint_eval_files(method, TABLE["scale"], seed, name)
-    ]
+def report_inputs(group):
+    """Input function of the `table` / `figure` rule: the sets its entry's kind needs."""
+    wildcard = group[:-1]
+
+    def inputs(wildcards):
+        spec = config[group][getattr(wildcards, wildcard)]
+        needs = kind_module(group, spec["kind"]).NEEDS
+        return {
+            name: result_set(name, spec["scale"], spec["methods"]) for name in needs
+        }
+
+    return inputs
 
 
-def table_summaries(wildcards=None):
-    return table_eval_files("summary.json")
+def report_context(spec):
+    """What a table or figure module may need besides its inputs: labels, order, seeds."""
+    return {
+        "experiment": EXP,
+        "scale": spec["scale"],
+        "benchmarks": BENCHMARKS,
+        "benchmark_labels": {b: config["benchmarks"][b]["label"] for b in BENCHMARKS},
+        "method_labels": {m: config["methods"][m]["label"] for m in spec["methods"]},
+        "seeds": SEEDS,
+        "steps": steps_for_scale(spec["scale"]),
+    }
 
 
-def table_samples(wildcards=None):
-    return table_eval_files("samples.parquet")
+def kind_caption(group, name):
+    return kind_module(group, config[group][name]["kind"]).CAPTION
 
 
-def table_traces(wildcards=None):
-    """Per-token training traces of the table's runs (the motivation figure's data)."""
-    return [
-        f"{run_dir(method, TABLE['scale'], seed)}/token_traces.parquet"
-        for method in TABLE["methods"]
-        for seed in SEEDS
-    ]
-
-
-def main_table_files():
-    return expand(f"{RESULTS}/tables/main_results.{{ext}}", ext=["csv", "md", "tex"])
-
-
-def base_accuracy_files():
-    return [f"{RESULTS}/eval/base/{TABLE['scale']}/accuracy.json"]
+def table_files():
+    return expand(
+        f"{RESULTS}/tables/{{table}}.{{ext}}",
+        table=config["tables"],
+        ext=["csv", "md", "tex"],
+    )
 
 
 def figure_files():
     return expand(
-        f"{RESULTS}/figures/{{name}}.{{ext}}",
-        name=["checkpoint_curves", "divergence_association"],
-        ext=["png", "pdf"],
+        f"{RESULTS}/figures/{{figure}}.{{ext}}",
+        figure=config["figures"],
+        ext=["png", "pdf", "json"],
     )
+
+
+def base_accuracy_files():
+    return [f"{RESULTS}/eval/base/{scale}/accuracy.json" for scale in REPORT_SCALES]

@@ -1,70 +1,55 @@
-# Tables and figures: four-seed (here: configured seeds) aggregation of the selected checkpoints.
+# Tables and figures: one rule each over the config's registries (`tables:`, `figures:`). The
+# kind module named by an entry (dashrepro.analysis.tables.<kind> / figures.<kind>) says which
+# result sets it reads; common.smk turns them into files.
 
 
-rule main_results_table:
+rule table:
     input:
-        selections=table_selections,
+        unpack(report_inputs("tables")),
     output:
-        csv=f"{RESULTS}/tables/main_results.csv",
-        markdown=f"{RESULTS}/tables/main_results.md",
-        latex=f"{RESULTS}/tables/main_results.tex",
+        csv=report(
+            f"{RESULTS}/tables/{{table}}.csv",
+            caption="../report/table.rst",
+            category="Tables",
+            labels={"table": "{table}", "format": "csv"},
+        ),
+        md=f"{RESULTS}/tables/{{table}}.md",
+        tex=f"{RESULTS}/tables/{{table}}.tex",
     log:
-        f"{RESULTS}/logs/main_results_table.log",
+        f"{RESULTS}/logs/table/{{table}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/main_results_table.tsv"
+        f"{RESULTS}/benchmarks/table/{{table}}.tsv"
     conda:
         "../envs/cpu.yaml"
     params:
-        methods=TABLE["methods"],
-        scale=TABLE["scale"],
-        seeds=SEEDS,
-        method_labels={m: spec["label"] for m, spec in config["methods"].items()},
-        benchmark_labels={b: spec["label"] for b, spec in config["benchmarks"].items()},
-        experiment=EXP,
+        spec=lambda wc: config["tables"][wc.table],
+        context=lambda wc: report_context(config["tables"][wc.table]),
+        caption=lambda wc: kind_caption("tables", wc.table),
     script:
-        "scripts/main_results_table.py"
+        "scripts/make_table.py"
 
 
-rule checkpoint_curves_figure:
+rule figure:
     input:
-        summaries=table_summaries,
-        samples=table_samples,
-        selections=table_selections,
-        base_accuracy=base_accuracy_files(),
+        unpack(report_inputs("figures")),
     output:
-        png=f"{RESULTS}/figures/checkpoint_curves.png",
-        pdf=f"{RESULTS}/figures/checkpoint_curves.pdf",
+        png=report(
+            f"{RESULTS}/figures/{{figure}}.png",
+            caption="../report/figure.rst",
+            category="Figures",
+            labels={"figure": "{figure}"},
+        ),
+        pdf=f"{RESULTS}/figures/{{figure}}.pdf",
+        data=f"{RESULTS}/figures/{{figure}}.json",
     log:
-        f"{RESULTS}/logs/checkpoint_curves_figure.log",
+        f"{RESULTS}/logs/figure/{{figure}}.log",
     benchmark:
-        f"{RESULTS}/benchmarks/checkpoint_curves_figure.tsv"
+        f"{RESULTS}/benchmarks/figure/{{figure}}.tsv"
     conda:
         "../envs/cpu.yaml"
     params:
-        methods=TABLE["methods"],
-        scale=TABLE["scale"],
-        seeds=SEEDS,
-        benchmarks=BENCHMARKS,
-        method_labels={m: spec["label"] for m, spec in config["methods"].items()},
-        experiment=EXP,
+        spec=lambda wc: config["figures"][wc.figure],
+        context=lambda wc: report_context(config["figures"][wc.figure]),
+        caption=lambda wc: kind_caption("figures", wc.figure),
     script:
-        "scripts/checkpoint_curves_figure.py"
-
-
-rule divergence_association_figure:
-    input:
-        traces=table_traces,
-    output:
-        png=f"{RESULTS}/figures/divergence_association.png",
-        pdf=f"{RESULTS}/figures/divergence_association.pdf",
-        stats=f"{RESULTS}/figures/divergence_association.json",
-    log:
-        f"{RESULTS}/logs/divergence_association_figure.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/divergence_association_figure.tsv"
-    conda:
-        "../envs/cpu.yaml"
-    params:
-        experiment=EXP,
-    script:
-        "scripts/divergence_association_figure.py"
+        "scripts/make_figure.py"

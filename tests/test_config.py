@@ -10,7 +10,7 @@ from dashrepro.config import ConfigError, load_config, validate_config
 def test_default_config_is_valid(repo_root):
     config = load_config(repo_root / "workflow_config.yaml")
     assert config["experiment"] == "tiny"
-    assert set(config["report"]["main_table"]["methods"]) <= set(config["methods"])
+    assert set(config["tables"]["main_results"]["methods"]) <= set(config["methods"])
 
 
 @pytest.mark.parametrize(
@@ -31,8 +31,16 @@ def test_default_config_is_valid(repo_root):
         (lambda c: c["methods"]["opsd"]["params"].update(kappa=5.0), "methods.opsd.params.kappa"),
         (lambda c: c["methods"]["dash"].update(aggregation="dasch"), "methods.dash.aggregation"),
         (
-            lambda c: c["report"]["main_table"].update(methods=["opsd", "nope"]),
-            "report.main_table.methods",
+            lambda c: c["tables"]["main_results"].update(methods=["opsd", "nope"]),
+            "tables.main_results.methods",
+        ),
+        (
+            lambda c: c["figures"]["checkpoint_curves"].update(kind="no_such_kind"),
+            "figures.checkpoint_curves.kind",
+        ),
+        (
+            lambda c: c["tables"]["main_results"].update(options={"shading": True}),
+            "tables.main_results.options.shading",
         ),
         (lambda c: c["evaluation"].pop("seed"), "'seed' is a required property"),
         # A local dataset must be pinned by its sha256, a hub dataset by its revision.

@@ -69,6 +69,14 @@ def setup(snakemake, threads: int | None = None) -> logging.Logger:
     return logger
 
 
+def named_files(namedlist) -> dict[str, list[str]]:
+    """A Snakemake input/output list as ``{name: [paths]}`` (a single file as a one-item list)."""
+    return {
+        name: [str(value)] if isinstance(value, str) else [str(v) for v in value]
+        for name, value in namedlist.items()
+    }
+
+
 def run(main, snakemake) -> None:
     """Run a rule script's ``main(snakemake)``, then record provenance for each of its outputs."""
     from dashrepro.provenance.job import record_job, utc_now

@@ -27,6 +27,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from dashrepro.analysis.registry import GROUPS, spec_problems
 from dashrepro.parameters import AGGREGATION_PARAMS, OBJECTIVES, check_params
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
@@ -192,7 +193,7 @@ def check_semantics(config: Mapping) -> list[str]:
                 f"evaluation.vllm.max_model_len: {vllm_len} leaves no room for a prompt before "
                 f"evaluation.max_new_tokens={evaluation['max_new_tokens']}"
             )
-    evaluated = {config["report"]["main_table"]["scale"]}
+    evaluated = {spec["scale"] for group in GROUPS for spec in config[group].values()}
     for scale, spec in config["scales"].items():
         problems += _length_problems(scale, spec, evaluation if scale in evaluated else None)
         train = spec["train"]
@@ -236,13 +237,22 @@ def check_semantics(config: Mapping) -> list[str]:
             f"data.training_set.layout: {training_set['layout']!r} is a benchmark layout; "
             "the training set needs problems with reference solutions ('opsd_train')"
         )
-    table = config["report"]["main_table"]
-    if table["scale"] not in config["scales"]:
-        problems.append(f"report.main_table.scale: unknown scale {table['scale']!r}")
-    for method in table["methods"]:
-        if method not in config["methods"]:
-            problems.append(f"report.main_table.methods: unknown method {method!r}")
+    for group in GROUPS:
+        for name, spec in config[group].items():
+            problems += _output_problems(group, name, spec, config)
     return problems
+
+
+def _output_problems(group: str, name: str, spec: Mapping, config: Mapping) -> list[str]:
+    """A table or figure entry: its scale and methods exist, its kind and options are known."""
+    where = f"{group}.{name}"
+    problems = []
+    if spec["scale"] not in config["scales"]:
+        problems.append(f"{where}.scale: unknown scale {spec['scale']!r}")
+    for method in spec["methods"]:
+        if method not in config["methods"]:
+            problems.append(f"{where}.methods: unknown method {method!r}")
+    return problems + spec_problems(group, name, dict(spec))
 
 
 def _origin(key_path: str, sources: Sequence[tuple[str, Mapping]]) -> str | None:

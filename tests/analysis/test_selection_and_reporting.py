@@ -5,8 +5,8 @@ import math
 import pandas as pd
 import pytest
 
-from dashrepro.analysis.reporting import main_results_table, to_latex, to_markdown
 from dashrepro.analysis.selection import select_best_checkpoint
+from dashrepro.analysis.tables import main_results
 from dashrepro.evaluation.scoring import summarize_samples, unbiased_pass_at_k
 
 BENCHES = ["a", "b", "c"]
@@ -46,14 +46,16 @@ def test_table_mean_and_sample_std_over_seeds():
         }
         for s, v in enumerate([(10, 20, 30), (20, 20, 50)])
     ]
-    table = main_results_table(records, ["dash"], {"dash": "DASH"}, BENCHES)
+    table = main_results.main_results_table(records, ["dash"], {"dash": "DASH"}, BENCHES)
     row = table.iloc[0]
     assert row["a_mean"] == 15 and row["a_std"] == pytest.approx(math.sqrt(50))  # ddof = 1
     assert row["b_std"] == 0
     assert row["average"] == pytest.approx((15 + 20 + 40) / 3)
-    md = to_markdown(table, {"a": "A", "b": "B", "c": "C"})
+    context = {"benchmark_labels": {"a": "A", "b": "B", "c": "C"}, "experiment": "e",
+               "scale": "s", "seeds": [0, 1]}  # fmt: skip
+    md = main_results.markdown(table, context)
     assert "| DASH | 15.00 ± 7.07 |" in md
-    tex = to_latex(table, {"a": "A", "b": "B", "c": "C"}, "cap")
+    tex = main_results.latex(table, context)
     assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
 
 
@@ -87,7 +89,10 @@ def test_unbiased_pass_at_k_formula():
 
 
 def test_future_divergence_is_the_mean_over_later_tokens_of_the_same_rollout():
-    from dashrepro.analysis.reporting import divergence_association, future_divergence
+    from dashrepro.analysis.figures.divergence_association import (
+        divergence_association,
+        future_divergence,
+    )
 
     traces = pd.DataFrame(
         {

@@ -1,4 +1,7 @@
-"""Tests for dashrepro.data.datasets: layouts, cleaning, malformed files, spec checks, real benchmarks."""
+"""Tests for dashrepro.data.datasets and the modules it re-exports (layouts, reading, report):
+layouts, cleaning, malformed files, spec checks, real benchmarks. Run with
+``pytest tests/data``; the real-benchmark tests (marker ``shared_data``) skip when the benchmark
+files are absent."""
 
 from __future__ import annotations
 
@@ -14,7 +17,7 @@ import pytest
 from dashrepro.data import datasets as ds
 from dashrepro.io import sha256_file
 
-# sha256 of the three shared benchmark files, from ../shared/data/benchmarks/SOURCES.md.
+# sha256 of the three shared benchmark files, as recorded in their SOURCES.md.
 SHARED_SHA256 = {
     "aime2024.jsonl": "d12717df5ad9eab388585ac16186612bfbff4ac551475e9b4b7d5938ad768ae6",
     "aime2025.jsonl": "618d86e2719edefa85b039766f7f284dc9b6b2dcc81ae1a51dc8692d0e09ee59",

@@ -84,7 +84,8 @@ def test_dry_run_lists_every_stage(finished_run):
         "generate_checkpoint_responses",
         "grade_checkpoint",
         "select_best_checkpoint",
-        "main_results_table",
+        "table",
+        "figure",
     ]:
         assert f"rule {rule}:" in dry_output
 
@@ -93,7 +94,7 @@ def test_table_numbers_recompute_from_per_sample_files(finished_run, default_con
     workdir, _ = finished_run
     results = workdir / "results" / "e2e"
     table = pd.read_csv(results / "tables" / "main_results.csv")
-    methods = default_config["report"]["main_table"]["methods"]
+    methods = default_config["tables"]["main_results"]["methods"]
     benches = list(default_config["benchmarks"])
     assert list(table["method"]) == methods
     for row in table.to_dict("records"):
@@ -161,7 +162,9 @@ def test_outputs_exist_with_provenance(finished_run):
         adapter / "adapter_model.safetensors"
     ).exists()
     record = json.loads((results / "tables" / "main_results.csv.provenance.json").read_text())
-    assert record["stage"] == "main_results_table"
+    assert record["stage"] == "table" and record["wildcards"] == {"table": "main_results"}
+    assert record["params"]["context"]["method_labels"]["dash"] == "DASH (Ours)"  # labels too
+    assert record["host"] and record["started_utc"] <= record["finished_utc"]
     assert all(len(item["sha256"]) == 64 for item in record["inputs"]["selections"])
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))
     from dashrepro.provenance import trace
@@ -190,7 +193,7 @@ def test_report_only_change_reruns_only_the_report(finished_run, repo_root):
     out = dry_run_after_change(
         workdir, repo_root, lambda c: c["methods"]["dash"].update(label="DASH (relabelled)")
     )
-    assert "rule main_results_table:" in out and "rule checkpoint_curves_figure:" in out
+    assert "rule table:" in out and "rule figure:" in out
     for upstream in [
         "rule train_lora_tiny:",
         "rule generate_checkpoint_responses:",
@@ -359,3 +362,23 @@ def test_killed_snakemake_resumes_with_unlock_then_rerun_incomplete(run_copy, re
     assert done.returncode == 0, done.stderr[-3000:]
     table = (run_copy / "results" / "e2e" / "tables" / "main_results.md").read_text()
     assert "DASH (relabelled)" in table
+
+
+def test_one_figure_regenerates_alone_and_the_report_is_captioned(run_copy, repo_root):
+    figure = run_copy / "results" / "e2e" / "figures" / "checkpoint_curves.pdf"
+    figure.unlink()
+    done = snakemake(run_copy, repo_root, "--cores", "1", str(figure.relative_to(run_copy)))
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    assert figure.stat().st_size > 1000
+    assert "rule figure:" in out
+    for other in ("rule table:", "rule select_best_checkpoint:", "rule grade_checkpoint:"):
+        assert other not in out
+
+    report = run_copy / "report.html"
+    made = snakemake(run_copy, repo_root, "--report", str(report))
+    assert made.returncode == 0, (made.stdout + made.stderr)[-3000:]
+    html = report.read_text()
+    for text in ("main_results", "checkpoint_curves", "divergence_association",
+                 "best mean over the benchmarks", "Tables", "Figures"):  # fmt: skip
+        assert text in html, text

@@ -1,2 +1,2 @@
-"""Data: real datasets loaded and normalised to one schema (``datasets``), and the student
-and privileged-teacher prompts (``prompts``)."""
+"""Data: real datasets loaded and normalised to one schema (``datasets``, built on ``layouts``,
+``reading`` and ``report``), and the student and privileged-teacher prompts (``prompts``)."""

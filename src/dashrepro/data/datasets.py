@@ -8,20 +8,11 @@ Every loader returns a ``pandas.DataFrame`` with exactly the columns of ``COLUMN
 and a ``DataReport`` that counts and names every row it dropped, and why.
 
 Sources are either a local file (``.parquet``, ``.jsonl``, or ``.json`` holding a JSON list of
-objects) or a Hugging Face dataset id at a pinned revision, read through
-``datasets.load_dataset(repo_id, revision=..., split=...)`` when the ``datasets`` package is
-installed (it is imported only then; without it the loader stops with an error naming the id).
-How a source's columns map onto ours is a named *layout* (``LAYOUTS``):
-
-==========================  =============================================  =====================
-layout                      used for                                       id
-==========================  =============================================  =====================
-``opsd_train``              ``siyanzhao/Openthoughts_math_30k_opsd``       ``openthoughts-00000``
-``hf_aime_2024``            ``HuggingFaceH4/aime_2024``                    ``aime2024-<id>``
-``matharena``               ``MathArena/aime_2025``, ``.../hmmt_feb_2025``  ``<name>-<problem_idx>``
-``yentinglin_aime_2025``    ``yentinglin/aime_2025``                       ``aime2025-<id>``
-``local_benchmark``         ``../shared/data/benchmarks/*.jsonl``          the file's ``id``
-==========================  =============================================  =====================
+objects) or a Hugging Face dataset id at a pinned revision, read by ``dashrepro.data.reading``.
+How a source's columns map onto ours is a named *layout* (``LAYOUTS``, described in
+``dashrepro.data.layouts``): ``opsd_train``, ``hf_aime_2024``, ``matharena``,
+``yentinglin_aime_2025``, ``local_benchmark``. The report is ``dashrepro.data.report``; this
+module re-exports the public names of all three.
 
 Cleaning rules (``normalise``):
 
@@ -42,9 +33,11 @@ number, as an editor shows it.
 ``load_benchmark(spec)`` and ``load_training_set(spec)`` take a mapping with ``path`` *or*
 ``hf_id`` (+ ``revision``, ``split``), ``layout``, and for benchmarks ``expected_size`` (a
 benchmark must come out at exactly that size), optionally ``sha256`` (of a local file, checked
-before it is read), ``min_rows`` (training set), ``id_prefix``, ``name``.
+before it is read), ``min_rows`` (training set), ``id_prefix``, ``name``. ``prepare_dataset`` is
+what the workflow's data rules call. From the command line (a relative ``--path`` is read from
+the working directory):
 
-    python -m dashrepro.data.datasets --path ../shared/data/benchmarks/aime2024.jsonl \\
+    python -m dashrepro.data.datasets --path benchmarks/aime2024.jsonl \\
         --layout local_benchmark --expected-size 30 --out /tmp/aime2024.parquet
     python -m dashrepro.data.datasets --hf-id siyanzhao/Openthoughts_math_30k_opsd \\
         --revision <commit> --layout opsd_train --training --out /tmp/train.parquet
@@ -53,407 +46,62 @@ before it is read), ``min_rows`` (training set), ``id_prefix``, ``name``.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import numbers
 import re
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from dashrepro.data.layouts import (
+    COLUMNS,
+    LAYOUTS,
+    DataError,
+    Layout,
+    check_columns,
+    get_layout,
+)
+from dashrepro.data.reading import SUPPORTED_SUFFIXES, _read_parquet, load_table
+from dashrepro.data.report import (
+    DUPLICATE_ID,
+    MISSING_ANSWER,
+    MISSING_ID,
+    MISSING_PROBLEM,
+    MISSING_REFERENCE,
+    REASONS,
+    DataReport,
+    DroppedRow,
+)
 from dashrepro.io import sha256_file, write_parquet
 
-COLUMNS = ("id", "problem", "reference_solution", "answer", "source")
-SUPPORTED_SUFFIXES = (".parquet", ".jsonl", ".json")
-# Suffixes that mark a string as a file path rather than a hub id, even when the file is absent.
-_FILE_LIKE_SUFFIXES = SUPPORTED_SUFFIXES + (".csv", ".tsv", ".txt", ".arrow", ".gz", ".zst")
-_HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
-
-
-class DataError(ValueError):
-    """A data file or dataset that cannot be used; the message names the file or id."""
-
-
-# --------------------------------------------------------------------------------------------
-# Layouts
-# --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Layout:
-    """How one family of source files maps onto ``COLUMNS``.
-
-    ``columns`` maps each of our content columns to candidate source columns; the first one the
-    source has is used, an empty tuple means the source has no such column (the value is None).
-    The id is ``id_format`` filled with the id column's ``value`` and a ``prefix``, or, when the
-    source has none of ``id_columns``, ``index_id_format`` filled with the 0-based row ``index``
-    (None: the id column is required).
-    """
-
-    name: str
-    columns: Mapping[str, tuple[str, ...]]
-    required: tuple[str, ...]
-    id_columns: tuple[str, ...]
-    id_format: str = "{value}"
-    index_id_format: str | None = None
-    id_prefix: str | None = None  # None: derived from the source's name
-    requires_reference_solution: bool = False
-    used_for: tuple[str, ...] = ()
-
-
-# What was checked, and where (searches of hub dataset cards and public code):
-# - opsd_train: `solution` and `Answer` CONFIRMED in public code that loads the hub set (e.g.
-#   scripts reading row["solution"], row["Answer"], row["generated_token_count"]); the OPSD
-#   authors' own opsd_train.py / data_collator.py (siyan-zhao/OPSD @ c181e5b) read the defaults
-#   problem_field="problem", solution_field="solution". The `Question` column named in
-#   METHODS.md and in our brief was NOT found in any card or code, so the problem is taken from
-#   `Question` when present and otherwise from `problem`; DataReport.column_map records which.
-#   No id column is known: ids are openthoughts-<row:05d>.
-# - hf_aime_2024: CONFIRMED from the dataset card (HuggingFaceH4/aime_2024 README @ 2fe88a2:
-#   id int64, problem, solution, answer string, url, year; split "train", 30 rows) and from
-#   OPSD eval/evaluate_math.py (example["problem"], example["answer"], example.get("id")).
-# - matharena: `problem_idx`, `problem`, `answer` CONFIRMED for MathArena/hmmt_feb_2025 by
-#   OPSD eval/evaluate_math.py (example["problem"], str(example["answer"]),
-#   example.get("problem_idx")) and for the MathArena family by its cards (aime_2024_I,
-#   brumo_2025, cmimc_2025, hmmt_feb_2026: problem_idx int64, problem, answer, problem_type;
-#   answer is int64 in some, hence the number handling). MathArena/aime_2025's own card was not
-#   found: ASSUMED to follow the family.
-# - yentinglin_aime_2025: `problem`, `answer`, split "train" CONFIRMED by OPSD
-#   eval/evaluate_math.py; `id` (and solution/url/year) ASSUMED from the brief and from a copy
-#   of that set on the hub with id int64 0..29, problem, solution, answer, url. If `id` is
-#   absent, the row index is used.
-# - local_benchmark: the shared files, read here (id, problem, answer, source_repo, source_path).
-LAYOUTS: dict[str, Layout] = {
-    "opsd_train": Layout(
-        name="opsd_train",
-        columns={
-            "problem": ("Question", "problem"),
-            "reference_solution": ("solution",),
-            "answer": ("Answer", "answer"),
-        },
-        required=("problem", "reference_solution", "answer"),
-        id_columns=("id",),
-        index_id_format="openthoughts-{index:05d}",
-        requires_reference_solution=True,
-        used_for=("siyanzhao/Openthoughts_math_30k_opsd",),
-    ),
-    "hf_aime_2024": Layout(
-        name="hf_aime_2024",
-        columns={
-            "problem": ("problem",),
-            "reference_solution": ("solution",),
-            "answer": ("answer",),
-        },
-        required=("problem", "answer"),
-        id_columns=("id",),
-        id_format="{prefix}-{value}",
-        id_prefix="aime2024",
-        used_for=("HuggingFaceH4/aime_2024",),
-    ),
-    "matharena": Layout(
-        name="matharena",
-        columns={"problem": ("problem",), "reference_solution": (), "answer": ("answer",)},
-        required=("problem", "answer"),
-        id_columns=("problem_idx",),
-        id_format="{prefix}-{value}",
-        used_for=("MathArena/aime_2025", "MathArena/hmmt_feb_2025"),
-    ),
-    "yentinglin_aime_2025": Layout(
-        name="yentinglin_aime_2025",
-        columns={
-            "problem": ("problem",),
-            "reference_solution": ("solution",),
-            "answer": ("answer",),
-        },
-        required=("problem", "answer"),
-        id_columns=("id",),
-        id_format="{prefix}-{value}",
-        index_id_format="{prefix}-{index}",
-        id_prefix="aime2025",
-        used_for=("yentinglin/aime_2025",),
-    ),
-    "local_benchmark": Layout(
-        name="local_benchmark",
-        columns={"problem": ("problem",), "reference_solution": (), "answer": ("answer",)},
-        required=("problem", "answer"),
-        id_columns=("id",),
-        used_for=("aime2024.jsonl", "aime2025.jsonl", "hmmt_feb2025.jsonl"),
-    ),
-}
-
-
-def get_layout(layout: str | Layout) -> Layout:
-    if isinstance(layout, Layout):
-        return layout
-    try:
-        return LAYOUTS[layout]
-    except KeyError:
-        raise DataError(f"unknown layout {layout!r}; expected one of {sorted(LAYOUTS)}") from None
-
-
-def _resolve_columns(layout: Layout, available: Sequence[str]) -> dict[str, str | None]:
-    """Our column -> the source column it is read from (None where the source has none)."""
-    present = set(available)
-    resolved: dict[str, str | None] = {}
-    for ours, candidates in layout.columns.items():
-        resolved[ours] = next((c for c in candidates if c in present), None)
-    resolved["id"] = next((c for c in layout.id_columns if c in present), None)
-    return resolved
-
-
-def check_columns(frame: pd.DataFrame, layout: str | Layout, where: str) -> dict[str, str | None]:
-    """Raise ``DataError`` naming ``where``, the layout and the missing column(s)."""
-    layout = get_layout(layout)
-    available = [str(c) for c in frame.columns]
-    resolved = _resolve_columns(layout, available)
-    missing = []
-    for ours in layout.required:
-        if resolved.get(ours) is None:
-            missing.append(_describe_candidates(layout.columns[ours], ours))
-    if resolved["id"] is None and layout.index_id_format is None:
-        missing.append(_describe_candidates(layout.id_columns, "id"))
-    if missing:
-        raise DataError(
-            f"{where}: layout {layout.name!r} needs column(s) {'; '.join(missing)}, "
-            f"but the source has {sorted(available)}"
-        )
-    return resolved
-
-
-def _describe_candidates(candidates: tuple[str, ...], ours: str) -> str:
-    names = " or ".join(repr(c) for c in candidates)
-    return f"{names} (for {ours})"
-
-
-# --------------------------------------------------------------------------------------------
-# The report
-# --------------------------------------------------------------------------------------------
-
-MISSING_ID = "missing_id"
-MISSING_PROBLEM = "missing_problem"
-MISSING_ANSWER = "missing_answer"
-MISSING_REFERENCE = "missing_reference_solution"
-DUPLICATE_ID = "duplicate_id"
-REASONS = (MISSING_ID, MISSING_PROBLEM, MISSING_ANSWER, MISSING_REFERENCE, DUPLICATE_ID)
-_REASON_TEXT = {
-    MISSING_ID: "missing or empty id",
-    MISSING_PROBLEM: "missing or empty problem",
-    MISSING_ANSWER: "missing or empty answer",
-    MISSING_REFERENCE: "missing or empty reference solution",
-    DUPLICATE_ID: "duplicate id (first kept)",
-}
-
-
-class DroppedRow(NamedTuple):
-    row: int  # 0-based position in the source file
-    id: str | None
-    detail: str = ""
-
-
-@dataclass
-class DataReport:
-    """What ``normalise`` kept and dropped. Each dropped row is listed once, under its first reason
-    in ``REASONS`` order (duplicates are looked for among rows that passed the other checks)."""
-
-    source: str
-    layout: str
-    rows_read: int = 0
-    rows_kept: int = 0
-    column_map: dict[str, str | None] = field(default_factory=dict)
-    dropped: dict[str, list[DroppedRow]] = field(default_factory=lambda: {r: [] for r in REASONS})
-
-    @property
-    def n_dropped(self) -> int:
-        return sum(len(rows) for rows in self.dropped.values())
-
-    def counts(self) -> dict[str, int]:
-        """Reason -> number of rows dropped for it (every reason, zeros included)."""
-        return {reason: len(self.dropped.get(reason, [])) for reason in REASONS}
-
-    def ids(self, reason: str) -> list[str | None]:
-        return [d.id for d in self.dropped.get(reason, [])]
-
-    def rows(self, reason: str) -> list[int]:
-        return [d.row for d in self.dropped.get(reason, [])]
-
-    def summary(self, max_ids: int = 10) -> str:
-        """A headline, then one line per reason that dropped rows, with up to ``max_ids`` rows."""
-        lines = [
-            f"{self.source} [layout {self.layout}]: {self.rows_read} rows read, "
-            f"{self.rows_kept} kept, {self.n_dropped} dropped"
-        ]
-        for reason in REASONS:
-            rows = self.dropped.get(reason, [])
-            if not rows:
-                continue
-            shown = ", ".join(_describe_row(d) for d in rows[:max_ids])
-            more = f", ... and {len(rows) - max_ids} more" if len(rows) > max_ids else ""
-            lines.append(f"  {_REASON_TEXT[reason]}: {len(rows)} row(s): {shown}{more}")
-        return "\n".join(lines)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "layout": self.layout,
-            "rows_read": self.rows_read,
-            "rows_kept": self.rows_kept,
-            "column_map": dict(self.column_map),
-            "dropped": {
-                reason: [d._asdict() for d in self.dropped.get(reason, [])] for reason in REASONS
-            },
-        }
-
-
-def _describe_row(dropped: DroppedRow) -> str:
-    label = f"id {dropped.id}" if dropped.id is not None else "no id"
-    detail = f", {dropped.detail}" if dropped.detail else ""
-    return f"row {dropped.row} ({label}{detail})"
-
-
-# --------------------------------------------------------------------------------------------
-# Reading
-# --------------------------------------------------------------------------------------------
-
-
-def _decoded_lines(path: Path):
-    """``(line_number, text)`` of a UTF-8 file; a byte that is not UTF-8 names file and line."""
-    with open(path, "rb") as handle:
-        for line_number, raw in enumerate(handle, start=1):
-            try:
-                yield line_number, raw.decode("utf-8")
-            except UnicodeDecodeError as exc:
-                raise DataError(
-                    f"{path}: line {line_number} is not UTF-8 text "
-                    f"(byte 0x{raw[exc.start]:02x} at byte {exc.start + 1} of the line)"
-                ) from None
-
-
-def _read_jsonl(path: Path) -> pd.DataFrame:
-    records = []
-    for line_number, line in _decoded_lines(path):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise DataError(
-                f"{path}: line {line_number} is not valid JSON ({exc.msg} at column {exc.colno})"
-            ) from None
-        if not isinstance(record, dict):
-            raise DataError(
-                f"{path}: line {line_number} holds a JSON {type(record).__name__}, "
-                "expected an object"
-            )
-        records.append(record)
-    return _frame_from_records(records)
-
-
-def _read_json(path: Path) -> pd.DataFrame:
-    text = "".join(line for _, line in _decoded_lines(path))
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise DataError(
-            f"{path}: not valid JSON at line {exc.lineno}, column {exc.colno} ({exc.msg})"
-        ) from None
-    if not isinstance(data, list):
-        raise DataError(f"{path}: expected a JSON list of objects, found a {type(data).__name__}")
-    for position, record in enumerate(data):
-        if not isinstance(record, dict):
-            raise DataError(
-                f"{path}: row {position} holds a JSON {type(record).__name__}, expected an object"
-            )
-    return _frame_from_records(data)
-
-
-def _frame_from_records(records: list[dict]) -> pd.DataFrame:
-    # dtype=object keeps every value as parsed (an int stays an int even if another row lacks it).
-    if not records:
-        return pd.DataFrame()
-    return pd.DataFrame(records, dtype=object)
-
-
-def _read_parquet(path: Path) -> pd.DataFrame:
-    try:
-        return pd.read_parquet(path)
-    except Exception as exc:  # pyarrow raises several types for a damaged file
-        raise DataError(f"{path}: cannot read as parquet ({type(exc).__name__}: {exc})") from exc
-
-
-def _read_local(path: Path) -> pd.DataFrame:
-    suffix = path.suffix.lower()
-    if suffix not in SUPPORTED_SUFFIXES:
-        raise DataError(
-            f"{path}: unsupported file type {suffix or '(no extension)'!r}; "
-            f"expected one of {', '.join(SUPPORTED_SUFFIXES)}"
-        )
-    if not path.is_file():
-        raise DataError(f"{path}: no such file")
-    if suffix == ".parquet":
-        return _read_parquet(path)
-    if suffix == ".jsonl":
-        return _read_jsonl(path)
-    return _read_json(path)
-
-
-def _read_hub(repo_id: str, revision: str | None, split: str) -> pd.DataFrame:
-    try:
-        import datasets  # optional: imported only for hub loads
-    except ImportError:
-        datasets = None
-    # Run as a script, this file itself could be found as "datasets": require the real API.
-    if datasets is None or not hasattr(datasets, "load_dataset"):
-        raise DataError(
-            f"cannot load Hugging Face dataset {repo_id!r} (revision {revision}, split {split!r}): "
-            "the `datasets` package is not installed; install it or pass a local file "
-            "(.parquet, .jsonl, .json) instead"
-        ) from None
-    try:
-        dataset = datasets.load_dataset(repo_id, revision=revision, split=split)
-    except Exception as exc:  # network, auth, missing revision or split
-        raise DataError(
-            f"cannot load Hugging Face dataset {repo_id!r} (revision {revision}, split {split!r}): "
-            f"{type(exc).__name__}: {exc}"
-        ) from exc
-    return dataset.to_pandas()
-
-
-def _is_hub_id(path_or_id: str) -> bool:
-    if Path(path_or_id).exists():
-        return False
-    if path_or_id.lower().endswith(_FILE_LIKE_SUFFIXES):
-        return False
-    return bool(_HUB_ID.match(path_or_id))
-
-
-def load_table(
-    path_or_id: str | Path,
-    *,
-    layout: str | Layout,
-    revision: str | None = None,
-    split: str = "train",
-) -> pd.DataFrame:
-    """The raw rows of a local file or a hub dataset, after checking the layout's columns exist.
-
-    A string that names an existing file, or ends in a file suffix, is a local path (``revision``
-    and ``split`` are then ignored); an ``owner/name`` string otherwise is a hub id.
-    """
-    layout = get_layout(layout)
-    text = str(path_or_id)
-    if isinstance(path_or_id, Path) or not _is_hub_id(text):
-        path = Path(text)
-        frame = _read_local(path)
-        where = str(path)
-    else:
-        frame = _read_hub(text, revision, split)
-        where = f"Hugging Face dataset {text!r} (revision {revision}, split {split!r})"
-    check_columns(frame, layout, where)
-    return frame.reset_index(drop=True)
+__all__ = [
+    "COLUMNS",
+    "DUPLICATE_ID",
+    "LAYOUTS",
+    "MISSING_ANSWER",
+    "MISSING_ID",
+    "MISSING_PROBLEM",
+    "MISSING_REFERENCE",
+    "REASONS",
+    "SUPPORTED_SUFFIXES",
+    "DataError",
+    "DataReport",
+    "DroppedRow",
+    "Layout",
+    "check_columns",
+    "get_layout",
+    "load_benchmark",
+    "load_table",
+    "load_training_set",
+    "main",
+    "normalise",
+    "normalise_answer",
+    "prepare_dataset",
+]
 
 
 # --------------------------------------------------------------------------------------------
@@ -522,6 +170,38 @@ def _prefix_from_source(source: str) -> str:
     return tail or "row"
 
 
+def _row_id(
+    raw: Any, row: int, layout: Layout, id_column: str | None, prefix: str, source: str
+) -> str | None:
+    """The row's id from its id cell (None when blank), or from its index without an id column."""
+    if id_column is not None:
+        value = _scalar_text(raw, column=id_column, row=row, where=source, strip=True)
+        return None if value is None else layout.id_format.format(value=value, prefix=prefix)
+    return layout.index_id_format.format(index=row, prefix=prefix)  # type: ignore[union-attr]
+
+
+def _drop_reason(
+    layout: Layout,
+    first_seen: Mapping[str, int],
+    row_id: str | None,
+    problem: str | None,
+    solution: str | None,
+    answer: str | None,
+) -> str | None:
+    """The first of ``REASONS`` that drops the row, or None to keep it."""
+    if row_id is None:
+        return MISSING_ID
+    if problem is None:
+        return MISSING_PROBLEM
+    if answer is None:
+        return MISSING_ANSWER
+    if layout.requires_reference_solution and solution is None:
+        return MISSING_REFERENCE
+    if row_id in first_seen:
+        return DUPLICATE_ID
+    return None
+
+
 def normalise(
     frame: pd.DataFrame,
     layout: str | Layout,
@@ -544,48 +224,21 @@ def normalise(
         name = resolved.get(ours)
         return list(frame[name]) if name is not None else [None] * len(frame)
 
+    def text(values: list[Any], ours: str, row: int, strip: bool) -> str | None:
+        name = resolved[ours] or ours
+        return _scalar_text(values[row], column=name, row=row, where=source, strip=strip)
+
     raw_ids, problems, solutions, answers = (
         column(c) for c in ("id", "problem", "reference_solution", "answer")
     )
     first_seen: dict[str, int] = {}
     kept = []
     for row in range(len(frame)):
-        if resolved["id"] is not None:
-            value = _scalar_text(
-                raw_ids[row], column=resolved["id"], row=row, where=source, strip=True
-            )
-            row_id = None if value is None else layout.id_format.format(value=value, prefix=prefix)
-        else:
-            row_id = layout.index_id_format.format(index=row, prefix=prefix)  # type: ignore[union-attr]
-        problem = _scalar_text(
-            problems[row],
-            column=resolved["problem"] or "problem",
-            row=row,
-            where=source,
-            strip=False,
-        )
-        solution = _scalar_text(
-            solutions[row],
-            column=resolved["reference_solution"] or "reference_solution",
-            row=row,
-            where=source,
-            strip=False,
-        )
-        answer = _scalar_text(
-            answers[row], column=resolved["answer"] or "answer", row=row, where=source, strip=True
-        )
-        if row_id is None:
-            reason = MISSING_ID
-        elif problem is None:
-            reason = MISSING_PROBLEM
-        elif answer is None:
-            reason = MISSING_ANSWER
-        elif layout.requires_reference_solution and solution is None:
-            reason = MISSING_REFERENCE
-        elif row_id in first_seen:
-            reason = DUPLICATE_ID
-        else:
-            reason = None
+        row_id = _row_id(raw_ids[row], row, layout, resolved["id"], prefix, source)
+        problem = text(problems, "problem", row, strip=False)
+        solution = text(solutions, "reference_solution", row, strip=False)
+        answer = text(answers, "answer", row, strip=True)
+        reason = _drop_reason(layout, first_seen, row_id, problem, solution, answer)
         if reason is not None:
             detail = f"first seen at row {first_seen[row_id]}" if reason == DUPLICATE_ID else ""
             report.dropped[reason].append(DroppedRow(row, row_id, detail))

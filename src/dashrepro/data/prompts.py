@@ -1,4 +1,4 @@
-"""Student and privileged-teacher prompts (paper appendix "Matched OPSD-family prompts").
+"""Student and privileged-teacher prompts, as in the paper's appendix "Matched OPSD-family prompts".
 
 - Student: the problem alone, rendered with the chat template using ``enable_thinking=True`` and
   ``add_generation_prompt=True``; no instruction is appended.
@@ -10,7 +10,11 @@
   then the instructions).
 
 Both are rendered through ``tokenizer.apply_chat_template``, so the same code serves the real
-Qwen3 tokenizer and the embedded default's tiny one.
+Qwen3 tokenizer and the embedded default's tiny one. Use (no command line)::
+
+    protocol = TeacherProtocol.from_config(config["protocol"])
+    student = render_student_prompt(tokenizer, problem)
+    teacher = render_teacher_prompt(tokenizer, problem, reference_solution, protocol)
 """
 
 from __future__ import annotations

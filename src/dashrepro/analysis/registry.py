@@ -1,0 +1,71 @@
+"""The registry of table and figure kinds: one module per kind, found by name.
+
+A table or figure of the config (``tables:`` / ``figures:``, id -> ``kind``, ``scale``,
+``methods``, ``options``) is made by the module ``dashrepro.analysis.tables.<kind>`` or
+``dashrepro.analysis.figures.<kind>``. Each kind module declares, at import time and without
+importing matplotlib or torch (Snakemake reads them while it parses the workflow):
+
+- ``NEEDS``: the result sets it reads, from ``INPUT_SETS`` (the workflow turns each into the
+  files of the spec's methods, seeds and checkpoints at its scale);
+- ``OPTIONS``: the keys its ``options`` may hold, with their meaning;
+- ``CAPTION``: the report caption (reStructuredText);
+
+and a function: tables ``build(spec, inputs, context) -> pandas.DataFrame`` plus
+``markdown(table, context) -> str`` and ``latex(table, context) -> str``; figures
+``draw(spec, inputs, context) -> (matplotlib Figure, data)`` where ``data`` (JSON) is every
+number the figure shows.
+
+Adding a table or figure: a module in ``tables/`` or ``figures/`` and an entry in the config.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from types import ModuleType
+
+#: The result sets a kind may need, per (method, seed) of its spec at its scale.
+INPUT_SETS = {
+    "selections": "selection/<method>/<scale>/seed<s>.json: the selected checkpoint's scores",
+    "summaries": "eval/<method>/<scale>/seed<s>/step<t>/summary.json of every checkpoint",
+    "samples": "eval/<method>/<scale>/seed<s>/step<t>/samples.parquet of every checkpoint",
+    "traces": "runs/<method>/<scale>/seed<s>/token_traces.parquet",
+    "metrics": "runs/<method>/<scale>/seed<s>/train_metrics.parquet",
+    "base_accuracy": "eval/base/<scale>/accuracy.json (one file)",
+}
+
+GROUPS = ("tables", "figures")
+
+
+def kinds(group: str) -> list[str]:
+    """The kind names of ``group`` ("tables" or "figures"): its modules."""
+    package = importlib.import_module(f"dashrepro.analysis.{group}")
+    return sorted(
+        m.name for m in pkgutil.iter_modules(package.__path__) if not m.name.startswith("_")
+    )
+
+
+def kind_module(group: str, kind: str) -> ModuleType:
+    if kind not in kinds(group):
+        raise ValueError(f"unknown {group[:-1]} kind {kind!r}; known: {kinds(group)}")
+    return importlib.import_module(f"dashrepro.analysis.{group}.{kind}")
+
+
+def spec_problems(group: str, name: str, spec: dict) -> list[str]:
+    """What is wrong with one ``tables``/``figures`` entry (an unknown kind, option, input set)."""
+    where = f"{group}.{name}"
+    if spec["kind"] not in kinds(group):
+        return [f"{where}.kind: unknown kind {spec['kind']!r}; known: {kinds(group)}"]
+    module = kind_module(group, spec["kind"])
+    problems = [
+        f"{where}.options.{key}: not an option of kind {spec['kind']!r} "
+        f"(it takes {sorted(module.OPTIONS) or 'none'})"
+        for key in spec.get("options") or {}
+        if key not in module.OPTIONS
+    ]
+    problems += [
+        f"{where}: kind {spec['kind']!r} needs unknown input set {need!r}"
+        for need in module.NEEDS
+        if need not in INPUT_SETS
+    ]
+    return problems
