@@ -2,9 +2,9 @@
 
 Run from the repository root:
 
-    /work/main/.venv/bin/python benchmarks/grading.py            # N = 20,000 per mix
-    /work/main/.venv/bin/python benchmarks/grading.py --quick    # N = 2,000 per mix
-    /work/main/.venv/bin/python benchmarks/grading.py -n 50000 --workers 2
+    python benchmarks/grading.py            # N = 20,000 per mix
+    python benchmarks/grading.py --quick    # N = 2,000 per mix
+    python benchmarks/grading.py -n 50000 --workers 2
 
 Three synthetic workloads, each laid out like Avg@12 evaluation (N/12 problems x 12
 sampled responses, about half of them correct, a few hundred characters of reasoning
