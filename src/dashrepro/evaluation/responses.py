@@ -107,6 +107,42 @@ def _reuse_shard(path: Path, wanted: dict, log) -> pd.DataFrame | None:
     return None
 
 
+def shard_prompts(tokenizer, rows, prompt_role: str, protocol: TeacherProtocol | None) -> list[str]:
+    """One rendered prompt per problem: the student's, or the privileged teacher's."""
+    if prompt_role == "student":
+        return [render_student_prompt(tokenizer, row.problem) for row in rows]
+    if prompt_role == "teacher":
+        return [
+            render_teacher_prompt(tokenizer, row.problem, row.reference_solution, protocol)
+            for row in rows
+        ]
+    raise ValueError(f"prompt_role must be 'student' or 'teacher', got {prompt_role!r}")
+
+
+def shard_frame(samples, rows, k: int, shard_seed_value: int, settings: Mapping) -> pd.DataFrame:
+    """The response rows of one shard: ``k`` samples per problem, in problem order."""
+    meta = [(row.id, index, str(row.answer)) for row in rows for index in range(k)]
+    return pd.DataFrame(
+        [
+            {
+                "checkpoint": settings["checkpoint"],
+                "benchmark": settings["benchmark"],
+                "problem_id": pid,
+                "sample_index": index,
+                # vLLM: the request's own seed; HF generate: the shard's.
+                "seed": shard_seed_value if sample.seed is None else sample.seed,
+                "prompt_role": settings["role"],
+                "response": sample.text,
+                "n_tokens": len(sample.token_ids),
+                "finish_reason": sample.finish_reason,
+                "gold": gold,
+            }
+            for sample, (pid, index, gold) in zip(samples, meta, strict=True)
+        ],
+        columns=RESPONSE_COLUMNS,
+    )
+
+
 def generate_samples(
     sampler,
     benchmarks: Mapping[str, pd.DataFrame],
@@ -155,28 +191,14 @@ def generate_samples(
         "adapter": adapter_fingerprint(adapter_dir) if shard_dir and adapter_dir else None,
         "base_model": base_model_fingerprint,
     }
-    tokenizer = sampler.tokenizer
     frames = []
     generation_seconds = 0.0
     for shard_index, (bench, rows) in enumerate(shards):
-        key = f"{bench}:" + ",".join(str(r.id) for r in rows)
-        prompts, meta = [], []
-        for row in rows:
-            if prompt_role == "student":
-                prompt = render_student_prompt(tokenizer, row.problem)
-            elif prompt_role == "teacher":
-                prompt = render_teacher_prompt(
-                    tokenizer, row.problem, row.reference_solution, protocol
-                )
-            else:
-                raise ValueError(f"prompt_role must be 'student' or 'teacher', got {prompt_role!r}")
-            for index in range(k):
-                prompts.append(prompt)
-                meta.append((row.id, index, str(row.answer)))
+        prompts = shard_prompts(sampler.tokenizer, rows, prompt_role, protocol)
         wanted = {
             **inputs,
             "problems": shard_problems_digest(bench, rows),
-            "prompts": _digest(prompts[::k]),
+            "prompts": _digest(prompts),
         }
         kept = Path(shard_dir) / f"shard-{shard_index:04d}.parquet" if shard_dir else None
         if kept is not None and kept.exists():
@@ -184,29 +206,13 @@ def generate_samples(
             if reused is not None:
                 frames.append(reused)
                 continue
-        this_seed = shard_seed(seed, key)
+        this_seed = shard_seed(seed, f"{bench}:" + ",".join(str(r.id) for r in rows))
         started = time.perf_counter()
-        samples = sampler.sample(prompts, sampling, this_seed, adapter_dir=adapter_dir)
+        # k requests per problem, problem by problem.
+        requests = [prompt for prompt in prompts for _ in range(k)]
+        samples = sampler.sample(requests, sampling, this_seed, adapter_dir=adapter_dir)
         generation_seconds += time.perf_counter() - started
-        shard = pd.DataFrame(
-            [
-                {
-                    "checkpoint": checkpoint,
-                    "benchmark": bench,
-                    "problem_id": pid,
-                    "sample_index": index,
-                    # vLLM: the request's own seed; HF generate: the shard's.
-                    "seed": this_seed if sample.seed is None else sample.seed,
-                    "prompt_role": prompt_role,
-                    "response": sample.text,
-                    "n_tokens": len(sample.token_ids),
-                    "finish_reason": sample.finish_reason,
-                    "gold": gold,
-                }
-                for sample, (pid, index, gold) in zip(samples, meta, strict=True)
-            ],
-            columns=RESPONSE_COLUMNS,
-        )
+        shard = shard_frame(samples, rows, k, this_seed, {**settings, "benchmark": bench})
         if kept is not None:
             write_parquet(kept, shard, record=wanted)
         if log is not None:

@@ -52,7 +52,7 @@ Every result dict has keys ``correct`` (bool), ``extracted`` (str | None), ``pat
 
 Threads: math-verify's timeout uses ``signal.alarm``, which only works in the main
 thread. :func:`grade_response` therefore refuses to run outside the main thread (it
-would otherwise silently degrade to exact matching); :func:`grade_batch` works from any
+would otherwise silently degrade to exact matching); ``grading.batch.grade_batch`` works from any
 thread because the grading happens in the main thread of worker processes
 (``forkserver`` context where available, else ``spawn``). Like any forkserver/spawn
 user, a calling *script* needs the ``if __name__ == "__main__":`` guard (the children
@@ -78,14 +78,9 @@ and the throughput benchmark::
 from __future__ import annotations
 
 import math
-import multiprocessing as mp
 import re
-import signal
 import threading
 import time
-from collections import deque
-from collections.abc import Sequence
-from multiprocessing.connection import wait as _mp_wait
 from typing import Any
 
 __all__ = [
@@ -94,7 +89,6 @@ __all__ = [
     "extract_last_boxed",
     "exact_fallback_match",
     "grade_response",
-    "grade_batch",
 ]
 
 PATHS = ("math_verify", "exact_fallback", "partial_parse", "no_boxed", "timeout", "error")
@@ -288,232 +282,3 @@ def grade_response(response: str, gold: str, timeout_s: float = 5.0) -> dict[str
     res = _grade_extracted(extracted, gold, timeout_s)
     res["seconds"] = time.perf_counter() - t0
     return res
-
-
-# ---------------------------------------------------------------------------------------
-# Batch grading in killable worker processes
-# ---------------------------------------------------------------------------------------
-
-
-def _worker_main(conn, timeout_s: float) -> None:
-    """Worker loop: receive chunks of (index, extracted, gold), send one result per item."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and cleanup
-    _grade_extracted("1", "1", timeout_s)  # import math-verify and warm its caches
-    conn.send(("ready", None))
-    while True:
-        try:
-            msg = conn.recv()
-        except (EOFError, OSError):
-            return
-        if msg is None:
-            return
-        for idx, extracted, gold in msg:
-            t0 = time.perf_counter()
-            try:
-                res = _grade_extracted(extracted, gold, timeout_s)
-            except Exception as e:  # pragma: no cover - _grade_extracted catches its own
-                res = _result(exact_fallback_match(extracted, gold), extracted, "error", 0, repr(e))
-            # A flat tuple is cheaper to pickle than the dict; the parent already knows
-            # the extracted string.
-            conn.send((idx, res["correct"], res["path"], time.perf_counter() - t0, res["error"]))
-
-
-class _Slot:
-    """One worker process and what it is doing."""
-
-    def __init__(self, ctx, timeout_s: float):
-        parent_conn, child_conn = ctx.Pipe(duplex=True)
-        self.proc = ctx.Process(
-            target=_worker_main, args=(child_conn, timeout_s), daemon=True, name="grader"
-        )
-        self.proc.start()
-        child_conn.close()
-        self.conn = parent_conn
-        self.started = time.monotonic()
-        self.ready = False
-        self.chunk: list[tuple[int, str, str]] | None = None
-        self.pos = 0  # results received for the current chunk
-        self.item_t0 = 0.0  # when the current item started (parent clock)
-
-    def stop(self, hard: bool) -> None:
-        if self.proc.is_alive():
-            if hard:
-                self.proc.kill()
-            else:
-                try:
-                    self.conn.send(None)
-                except (OSError, ValueError):
-                    self.proc.kill()
-        self.proc.join(timeout=5)
-        if self.proc.is_alive():
-            self.proc.kill()
-            self.proc.join()
-        self.conn.close()
-
-
-def _mp_context():
-    methods = mp.get_all_start_methods()
-    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
-
-
-def grade_batch(
-    responses: Sequence[str],
-    golds: Sequence[str],
-    workers: int = 2,
-    item_timeout_s: float = 10.0,
-    *,
-    timeout_s: float = 5.0,
-    chunk_size: int | None = None,
-    max_crash_retries: int = 1,
-    startup_timeout_s: float = 120.0,
-) -> list[dict[str, Any]]:
-    """Grade ``responses[i]`` against ``golds[i]`` for all i; results in input order.
-
-    ``workers >= 1``: extraction runs in the calling process (cheap, linear); grading runs
-    in ``workers`` processes, each item under math-verify's own ``timeout_s`` (SIGALRM, in
-    the worker's main thread) and a HARD ``item_timeout_s`` enforced by the parent: a
-    worker still on one item after ``item_timeout_s`` (signals cannot interrupt a long
-    C-level computation) is SIGKILLed and replaced, the item is recorded with
-    ``path="timeout"`` (``correct`` from the exact fallback, ``error="hard timeout"``)
-    and the rest of its chunk is re-queued. A worker that dies for another reason (e.g.
-    killed from outside, OOM) loses no finished items; its current item is retried up to
-    ``max_crash_retries`` times, then recorded with ``path="error"``. Safe to call from
-    any thread. ``chunk_size`` items are sent per task (default: up to 64, chosen so each
-    worker gets several chunks).
-
-    ``workers == 0`` grades in-process with :func:`grade_response` semantics (main thread
-    only, no hard timeout) -- for debugging.
-    """
-    n = len(responses)
-    if len(golds) != n:
-        raise ValueError(f"{n} responses but {len(golds)} golds")
-    if workers < 0:
-        raise ValueError("workers must be >= 0")
-    if workers == 0:
-        return [grade_response(r, g, timeout_s) for r, g in zip(responses, golds, strict=True)]
-    if n == 0:
-        return []
-
-    results: list[dict[str, Any] | None] = [None] * n
-    todo: list[tuple[int, str, str]] = []
-    extracted_of: list[str | None] = [extract_last_boxed(r) for r in responses]
-    for i, (ext, gold) in enumerate(zip(extracted_of, golds, strict=True)):
-        if ext is None:
-            results[i] = _result(False, None, "no_boxed")
-        else:
-            todo.append((i, ext, str(gold)))
-    if not todo:
-        return results  # type: ignore[return-value]
-
-    n_workers = min(workers, len(todo))
-    if chunk_size is None:
-        chunk_size = max(1, min(64, math.ceil(len(todo) / (n_workers * 4))))
-    pending: deque[list[tuple[int, str, str]]] = deque(
-        todo[k : k + chunk_size] for k in range(0, len(todo), chunk_size)
-    )
-    remaining = len(todo)
-    crashes: dict[int, int] = {}
-    startup_failures = 0
-
-    ctx = _mp_context()
-    slots: list[_Slot] = []
-
-    def record(idx: int, res: dict[str, Any]) -> None:
-        nonlocal remaining
-        if results[idx] is None:
-            remaining -= 1
-        results[idx] = res
-
-    def drain(slot: _Slot) -> None:
-        """Receive everything the worker has sent so far."""
-        while True:
-            try:
-                if not slot.conn.poll():
-                    return
-                msg = slot.conn.recv()
-            except (EOFError, OSError):
-                return
-            if msg[0] == "ready":
-                slot.ready = True
-                continue
-            idx, correct, path, seconds, error = msg
-            record(idx, _result(correct, extracted_of[idx], path, seconds, error))
-            slot.pos += 1
-            slot.item_t0 = time.monotonic()
-            if slot.chunk is not None and slot.pos >= len(slot.chunk):
-                slot.chunk = None
-
-    def dispatch(slot: _Slot) -> None:
-        if slot.ready and slot.chunk is None and pending:
-            chunk = pending.popleft()
-            slot.chunk, slot.pos = chunk, 0
-            slot.item_t0 = time.monotonic()
-            slot.conn.send(chunk)
-
-    def replace(k: int, *, hard_timeout: bool) -> None:
-        """Kill slot k, settle its current item, re-queue the rest, start a new worker."""
-        nonlocal startup_failures
-        slot = slots[k]
-        slot.stop(hard=True)
-        if slot.chunk is not None and slot.pos < len(slot.chunk):
-            idx, ext, gold = slot.chunk[slot.pos]
-            rest = slot.chunk[slot.pos + 1 :]
-            elapsed = time.monotonic() - slot.item_t0
-            ok = exact_fallback_match(ext, gold)
-            if hard_timeout:
-                record(idx, _result(ok, ext, "timeout", elapsed, "hard timeout: worker killed"))
-            else:
-                crashes[idx] = crashes.get(idx, 0) + 1
-                if crashes[idx] > max_crash_retries:
-                    record(idx, _result(ok, ext, "error", elapsed, "worker process died"))
-                else:
-                    rest = [slot.chunk[slot.pos], *rest]
-            if rest:
-                pending.appendleft(rest)
-        elif not slot.ready:
-            startup_failures += 1
-            if startup_failures >= 3:
-                raise RuntimeError("grading workers failed to start three times")
-        slot.chunk = None
-        if remaining > 0:
-            slots[k] = _Slot(ctx, timeout_s)
-
-    try:
-        slots.extend(_Slot(ctx, timeout_s) for _ in range(n_workers))
-        while remaining > 0:
-            now = time.monotonic()
-            deadlines = []
-            for k, slot in enumerate(slots):
-                if not slot.proc.is_alive():
-                    drain(slot)  # keep what it finished before dying
-                    replace(k, hard_timeout=False)
-                    continue
-                if slot.chunk is not None:
-                    if now - slot.item_t0 > item_timeout_s:
-                        drain(slot)  # the item may have finished just now
-                        if slot.chunk is not None and (
-                            time.monotonic() - slot.item_t0 > item_timeout_s
-                        ):
-                            replace(k, hard_timeout=True)
-                            continue
-                    if slot.chunk is not None:
-                        deadlines.append(slot.item_t0 + item_timeout_s)
-                elif not slot.ready and now - slot.started > startup_timeout_s:
-                    replace(k, hard_timeout=False)
-                    continue
-                dispatch(slot)
-            if remaining <= 0:
-                break
-            wait_s = 1.0
-            if deadlines:
-                wait_s = min(wait_s, max(0.0, min(deadlines) - time.monotonic()) + 0.005)
-            handles = [s.conn for s in slots] + [s.proc.sentinel for s in slots]
-            ready = _mp_wait(handles, timeout=wait_s)
-            for slot in slots:
-                if slot.conn in ready:
-                    drain(slot)
-                    dispatch(slot)
-    finally:
-        for slot in slots:
-            slot.stop(hard=remaining > 0)
-    return results  # type: ignore[return-value]
