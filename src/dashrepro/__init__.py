@@ -1,19 +1,20 @@
 """dashrepro: the reference pipeline for on-policy self-distillation (OPSD) and DASH.
 
-Each stage of the Snakemake workflow is a thin call into one module of this package:
+Each stage of the Snakemake workflow is a thin call into one subpackage:
 
-- ``synthetic_data``  -- the embedded default's offline math data (train + 3 benchmarks)
-- ``tiny_tokenizer``  -- a small BPE tokenizer with a Qwen3-style chat template
-- ``prompts``         -- student / privileged-teacher prompt rendering (paper appendix)
-- ``sft``             -- warm-start SFT of the tiny Qwen3-architecture base model
-- ``objectives``      -- local signals and rollout aggregations (OPSD, DASH, ablations)
-- ``trainer``         -- LoRA on-policy self-distillation training with checkpoints
-- ``generation``      -- sampling responses for evaluation
-- ``grading``         -- the paper's answer extraction and math-verify equivalence check
-- ``evaluation``      -- Avg@k per checkpoint, per-sample records
-- ``selection``       -- best-checkpoint selection (paper Eq. supp_checkpoint_selection)
-- ``reporting``       -- tables and figures
-- ``provenance``      -- what every output was made from
+- ``data``        -- real datasets normalised to one schema; student and teacher prompts
+- ``embedded``    -- the embedded default: synthetic data, tiny tokenizer and model, their SFT
+- ``objectives``  -- local signals and rollout aggregations (OPSD, DASH, ablations), baselines, GRPO
+- ``training``    -- LoRA on-policy self-distillation with resumable checkpoints
+- ``sampling``    -- one sampler interface over Hugging Face generate and vLLM
+- ``evaluation``  -- sample responses per checkpoint, grade them, summarise Avg@k
+- ``grading``     -- the paper's answer extraction and math-verify equivalence check
+- ``analysis``    -- best-checkpoint selection, table and figure kinds
+- ``provenance``  -- what every output was made from
+
+and three shared cores: ``config`` (loading and validating the configuration), ``parameters``
+(the registries of aggregations and objectives with their parameter ranges) and ``io`` (atomic
+writes, reads that name their file, hashing).
 """
 
 __version__ = "0.1.0"
