@@ -243,17 +243,48 @@ def test_grpo_advantages_without_and_with_aggregation():
 
 
 def test_grpo_groups_may_span_micro_batches_of_one_process():
-    from dashrepro.training.trainer import rollout_rows
+    from dashrepro.training.trainer import BatchLayout, rollout_rows
 
     # 8 rollouts per problem, 2 per micro-batch, 8 micro-batches: 2 problems per process-step,
     # each spread over 4 consecutive micro-batches.
-    shares = [rollout_rows(50, 0, 1, a, 0, 1, 2, 8, 8) for a in range(8)]
+    grouped = BatchLayout(micro=2, accum=8, world=1, rank=0, group=8)
+    shares = [rollout_rows(50, 0, 1, grouped, a) for a in range(8)]
     first, second = shares[0][0], shares[4][0]
     assert first != second
     assert shares[:4] == [[first, first]] * 4 and shares[4:] == [[second, second]] * 4
     # Without groups each micro-batch reads its own problems, disjoint within the step.
-    plain = [rollout_rows(50, 0, 1, a, 0, 1, 2, 4, 1) for a in range(4)]
+    plain = [rollout_rows(50, 0, 1, BatchLayout(micro=2, accum=4), a) for a in range(4)]
     assert len({row for share in plain for row in share}) == 8
+
+
+def test_two_processes_read_what_one_process_accumulating_reads():
+    from dashrepro.training.trainer import BatchLayout, rollout_rows
+
+    one = [rollout_rows(50, 0, 3, BatchLayout(micro=2, accum=2), a) for a in range(2)]
+    two = [
+        rollout_rows(50, 0, 3, BatchLayout(micro=2, accum=1, world=2, rank=r), 0) for r in (0, 1)
+    ]
+    assert one == two
+
+
+def test_every_objective_has_a_loss_and_every_teacher_view_a_text():
+    from dashrepro.parameters import OBJECTIVES
+    from dashrepro.training.trainer import OBJECTIVE_LOSSES, VIEW_TEXTS
+
+    assert set(OBJECTIVE_LOSSES) == set(OBJECTIVES)
+    assert {view for o in OBJECTIVES.values() for view in o.teacher_views} <= set(VIEW_TEXTS)
+
+
+def test_method_spec_is_checked_against_the_objective_registry(default_config):
+    entry = {k: v for k, v in default_config["methods"]["eopd"].items() if k != "label"}
+    with pytest.raises(ValueError, match=r"methods.x.objective: 'nope' is not one of"):
+        MethodSpec.from_config("x", {**entry, "objective": "nope"})
+    with pytest.raises(ValueError, match=r"methods.x.objective_params.top_k: 0 is out of range"):
+        MethodSpec.from_config("x", {**entry, "objective_params": {"top_k": 0}})
+    with pytest.raises(ValueError, match=r"objective_params.kappa: does not apply"):
+        MethodSpec.from_config(
+            "x", {**entry, "objective": "avsd", "objective_params": {"kappa": 1}}
+        )
 
 
 def test_deepspeed_config_gets_the_run_batch_sizes(repo_root):

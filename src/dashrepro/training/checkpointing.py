@@ -1,11 +1,12 @@
-"""Resumable training state for the LoRA trainer: save, validate, find, load, prune; preemption.
+"""Resumable training states of the LoRA trainer: save, validate, find, load, prune.
 
-A *training state* is everything ``trainer.train_run`` needs to continue a run as if it had never
-stopped: the adapter weights, the AdamW moments, the LR scheduler's counters, every random number
-generator the step touches (torch CPU and CUDA, numpy's global one, Python's global one and the
-trainer's own ``random.Random`` that shuffles the data) and the data cursor (the remaining
-shuffled order and the epoch). Continuing from a state on the same hardware and library versions
-reproduces the uninterrupted run bit for bit (``tests/training/test_checkpointing.py`` checks it).
+A *training state* is everything the trainer (``recipe.DistillationRecipe``) needs to continue a
+run as if it had never stopped: the adapter weights, the AdamW moments, the LR scheduler's
+counters, every random number generator a step touches (``rng``: torch CPU and CUDA, numpy's
+global one, Python's global one and a caller's own ``random.Random``) and a JSON data cursor.
+Continuing from a state on the same hardware and library versions reproduces the uninterrupted
+run bit for bit (``tests/training/test_checkpointing.py`` checks it on a toy loop,
+``tests/training/test_trainer_resume.py`` on the trainer after ``kill -9`` and SIGUSR1).
 
 On-disk layout, one folder per step (``state_dir(root, step)`` -> ``root/step-000040``)::
 
@@ -27,18 +28,17 @@ strings, lists, tuples and dicts: numpy arrays and Python's RNG tuples are store
 
 A state is tied to the run's config through ``config_fingerprint``: ``load_training_state``
 refuses a state written under a different config (``ResumeConfigMismatch``), naming every key
-that differs, instead of silently mixing two runs.
+that differs, instead of silently mixing two runs; ``state_config_differences`` lists those keys
+without raising (the trainer then discards the kept states and starts afresh).
 
-How the trainer uses it (sketch)::
+Use (sketch; ``preemption.PreemptionGuard`` turns SIGTERM/SIGUSR1 into ``guard.requested``)::
 
-    states = out_dir / "state"
     with PreemptionGuard() as guard:
-        start, data_state = 0, {"order": [], "epoch": 0}
+        start = 0
         if (latest := latest_complete_checkpoint(states)) is not None:
-            resumed = load_training_state(latest, model=model, optimizer=optimizer,
-                                          scheduler=scheduler, python_rng=rng,
-                                          run_config=run_config)
-            start, data_state = resumed["step"], resumed["data_state"]
+            start = load_training_state(latest, model=model, optimizer=optimizer,
+                                        scheduler=scheduler, python_rng=rng,
+                                        run_config=run_config)["step"]
         for step in range(start + 1, steps + 1):
             ...  # one optimisation step
             if step in save_at or guard.requested:
@@ -49,12 +49,13 @@ How the trainer uses it (sketch)::
                 sys.exit(PREEMPTED_EXIT_CODE)  # the scheduler requeues; the rerun resumes here
 
 Saving happens between optimisation steps only (after ``scheduler.step()``), never inside one:
-the state then has no half-accumulated gradients to carry.
+the state then has no half-accumulated gradients to carry. ``PreemptionGuard``,
+``PREEMPTED_EXIT_CODE`` (``preemption``) and the adapter-folder helpers ``AdapterFileError``,
+``check_adapter_files``, ``load_adapter`` (``adapters``) are importable from here too.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -62,34 +63,55 @@ import platform
 import random
 import re
 import shutil
-import signal
-import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from importlib import metadata
 from pathlib import Path
-from types import FrameType
 from typing import Any
 
-import numpy as np
 import torch
 from peft import get_peft_model_state_dict, set_peft_model_state_dict
 from safetensors.torch import load_file
 
 from dashrepro.io import atomic_dir
+from dashrepro.training.adapters import (
+    ADAPTER_CONFIG,
+    ADAPTER_WEIGHTS,
+    AdapterFileError,
+    check_adapter_files,
+    load_adapter,
+)
+from dashrepro.training.fingerprint import config_diff, config_fingerprint, normalised_config
+from dashrepro.training.preemption import PREEMPTED_EXIT_CODE, PreemptionGuard
+from dashrepro.training.rng import capture_rng, restore_rng
+
+__all__ = [
+    "ADAPTER_CONFIG",
+    "ADAPTER_WEIGHTS",
+    "FORMAT_VERSION",
+    "OPTIMIZER_FILE",
+    "PREEMPTED_EXIT_CODE",
+    "RNG_FILE",
+    "SCHEDULER_FILE",
+    "STATE_FILE",
+    "AdapterFileError",
+    "PreemptionGuard",
+    "ResumeConfigMismatch",
+    "check_adapter_files",
+    "config_fingerprint",
+    "latest_complete_checkpoint",
+    "load_adapter",
+    "load_training_state",
+    "prune_states",
+    "save_training_state",
+    "state_config_differences",
+    "state_dir",
+]
 
 _LOG = logging.getLogger(__name__)
 
 #: Version of the folder layout above; ``load_training_state`` refuses any other.
 FORMAT_VERSION = 1
 
-#: Exit code of a trainer that stopped on a preemption notice *after* writing a training state.
-#: 75 is ``EX_TEMPFAIL`` (sysexits.h, "temporary failure, retry later"): the job did not fail, it
-#: was interrupted and resumes from its newest state when rerun (Snakemake ``--retries``, SLURM
-#: ``--requeue``). Distinct from 1 (a crash) and from 128+N (killed by signal N before saving).
-PREEMPTED_EXIT_CODE = 75
-
-ADAPTER_WEIGHTS = "adapter_model.safetensors"
-ADAPTER_CONFIG = "adapter_config.json"
 OPTIMIZER_FILE = "optimizer.pt"
 SCHEDULER_FILE = "scheduler.pt"
 RNG_FILE = "rng_state.pt"
@@ -100,145 +122,6 @@ _STEP_DIR = re.compile(r"step-(\d+)")
 
 class ResumeConfigMismatch(ValueError):
     """A training state was written under a different run config than the current one."""
-
-
-# ------------------------------------------------------------------------------------------------
-# Config fingerprint
-
-
-def _json_default(obj: Any) -> Any:
-    # Configs arrive as dicts, but also as read-only Mappings, tuples, Paths or numpy scalars;
-    # each has exactly one JSON spelling. Anything else is an error rather than a str() guess,
-    # because a guessed spelling could make two different configs share a fingerprint.
-    if isinstance(obj, Mapping):
-        return dict(obj)
-    if isinstance(obj, os.PathLike):
-        return os.fspath(obj)
-    if isinstance(obj, np.generic):
-        return obj.item()
-    raise TypeError(f"not JSON-serialisable in a run config: {type(obj).__name__} {obj!r}")
-
-
-def _canonical_json(obj: Any) -> str:
-    return json.dumps(
-        obj,
-        sort_keys=True,
-        separators=(",", ":"),
-        ensure_ascii=False,
-        allow_nan=False,
-        default=_json_default,
-    )
-
-
-def config_fingerprint(run_config: Mapping) -> str:
-    """sha256 (hex) of ``run_config`` as canonical JSON: sorted keys, no whitespace.
-
-    Key order does not matter; values do, including their JSON type (``1`` differs from ``1.0``).
-    """
-    return hashlib.sha256(_canonical_json(run_config).encode("utf-8")).hexdigest()
-
-
-def _normalised(run_config: Mapping) -> Any:
-    """The config as it reads back from trainer_state.json (tuples -> lists, Mappings -> dicts)."""
-    return json.loads(_canonical_json(run_config))
-
-
-def _show(value: Any, limit: int = 120) -> str:
-    text = json.dumps(value, sort_keys=True)
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _config_diff(old: Any, new: Any, path: str = "") -> list[str]:
-    """One line per differing leaf: ``a.b[2]: <old> (checkpoint) != <new> (now)``."""
-    where = path or "<whole config>"
-    if isinstance(old, dict) and isinstance(new, dict):
-        lines = []
-        for key in sorted(set(old) | set(new)):
-            sub = f"{path}.{key}" if path else str(key)
-            if key not in old:
-                lines.append(f"{sub}: <absent> (checkpoint) != {_show(new[key])} (now)")
-            elif key not in new:
-                lines.append(f"{sub}: {_show(old[key])} (checkpoint) != <absent> (now)")
-            else:
-                lines += _config_diff(old[key], new[key], sub)
-        return lines
-    if isinstance(old, list) and isinstance(new, list) and len(old) == len(new):
-        return [
-            line
-            for i, (a, b) in enumerate(zip(old, new, strict=True))
-            for line in _config_diff(a, b, f"{path}[{i}]")
-        ]
-    # Compare spellings, not values: 1 == 1.0 in Python but they fingerprint differently.
-    if _canonical_json(old) != _canonical_json(new):
-        return [f"{where}: {_show(old)} (checkpoint) != {_show(new)} (now)"]
-    return []
-
-
-# ------------------------------------------------------------------------------------------------
-# RNG state in weights_only-loadable form
-
-
-def _capture_rng(python_rng: random.Random) -> dict[str, Any]:
-    def python_state(rng: random.Random) -> dict[str, Any]:
-        version, internal, gauss_next = rng.getstate()
-        # The 625 words are < 2**32, so int64 holds them exactly.
-        return {
-            "version": version,
-            "internal": torch.tensor(internal, dtype=torch.int64),
-            "gauss_next": gauss_next,
-        }
-
-    name, key, pos, has_gauss, cached_gaussian = np.random.get_state(legacy=True)
-    state: dict[str, Any] = {
-        "torch_cpu": torch.get_rng_state(),
-        "numpy": {
-            "bit_generator": str(name),
-            "key": torch.from_numpy(key.astype(np.int64)),
-            "pos": int(pos),
-            "has_gauss": int(has_gauss),
-            "cached_gaussian": float(cached_gaussian),
-        },
-        "python_global": python_state(random),  # the random module's hidden instance
-        "python_rng": python_state(python_rng),  # the trainer's data-order generator
-        "torch_cuda": None,
-    }
-    if torch.cuda.is_available():
-        state["torch_cuda"] = [s.cpu() for s in torch.cuda.get_rng_state_all()]
-    return state
-
-
-def _restore_rng(state: Mapping[str, Any], python_rng: random.Random, where: Path) -> None:
-    def python_state(saved: Mapping[str, Any]) -> tuple:
-        internal = tuple(int(x) for x in saved["internal"].tolist())
-        return (int(saved["version"]), internal, saved["gauss_next"])
-
-    torch.set_rng_state(state["torch_cpu"])
-    np_state = state["numpy"]
-    np.random.set_state(
-        (
-            np_state["bit_generator"],
-            np_state["key"].numpy().astype(np.uint32),
-            np_state["pos"],
-            np_state["has_gauss"],
-            np_state["cached_gaussian"],
-        )
-    )
-    random.setstate(python_state(state["python_global"]))
-    python_rng.setstate(python_state(state["python_rng"]))
-    cuda = state.get("torch_cuda")
-    if cuda is not None:
-        if not torch.cuda.is_available():
-            _LOG.warning("%s: saved with CUDA RNG states but CUDA is unavailable now", where)
-        elif torch.cuda.device_count() != len(cuda):
-            # Restoring a subset would be silently wrong for the devices left out.
-            _LOG.warning(
-                "%s: CUDA RNG states saved for %d devices, %d visible now; not restored",
-                where,
-                len(cuda),
-                torch.cuda.device_count(),
-            )
-        else:
-            torch.cuda.set_rng_state_all(cuda)
 
 
 # ------------------------------------------------------------------------------------------------
@@ -335,13 +218,13 @@ def save_training_state(
     fingerprint = config_fingerprint(run_config)
     # Capture RNG first: nothing below draws random numbers, but the order makes it obvious that
     # the state is the one the next step would have seen.
-    rng_state = _capture_rng(python_rng)
+    rng_state = capture_rng(python_rng)
     record = {
         "format_version": FORMAT_VERSION,
         "step": int(step),
         "data_state": json.loads(json.dumps(data_state)),  # fails early if not JSON
         "extra": json.loads(json.dumps(dict(extra or {}))),
-        "run_config": _normalised(run_config),
+        "run_config": normalised_config(run_config),
         "fingerprint": fingerprint,
         "adapter_name": adapter_name,
         "versions": _library_versions(),
@@ -393,7 +276,7 @@ def state_config_differences(ckpt_dir: str | os.PathLike, run_config: Mapping) -
         return [f"format_version: {record.get('format_version')!r} -> {FORMAT_VERSION}"]
     if record.get("fingerprint") == config_fingerprint(run_config):
         return []
-    return _config_diff(record.get("run_config"), _normalised(run_config)) or [
+    return config_diff(record.get("run_config"), normalised_config(run_config)) or [
         "fingerprint: differs although no key does (edited by hand?)"
     ]
 
@@ -416,13 +299,35 @@ def load_training_state(
     """
     ckpt_dir = Path(ckpt_dir)
     record = _read_state_record(ckpt_dir)
+    _check_record(ckpt_dir, record, run_config)
+    adapter_name = str(record.get("adapter_name", "default"))
+    _check_resumable(ckpt_dir, adapter_name, model)
+    _warn_changed_versions(ckpt_dir, record)
+    _load_adapter_weights(ckpt_dir, adapter_name, model)
+    # Optimizer before scheduler: the optimizer's param_groups carry the current lr, the
+    # scheduler's state only its counters. map_location="cpu" keeps a state saved on cuda:1
+    # loadable anywhere; load_state_dict moves the moments to each parameter's device.
+    optimizer.load_state_dict(
+        torch.load(ckpt_dir / OPTIMIZER_FILE, map_location="cpu", weights_only=True)
+    )
+    scheduler.load_state_dict(
+        torch.load(ckpt_dir / SCHEDULER_FILE, map_location="cpu", weights_only=True)
+    )
+    # RNG last, so nothing done while loading can consume numbers after the restore.
+    rng_state = torch.load(ckpt_dir / RNG_FILE, map_location="cpu", weights_only=True)
+    restore_rng(rng_state, python_rng, ckpt_dir)
+    return {"step": record["step"], "data_state": record["data_state"], "extra": record["extra"]}
+
+
+def _check_record(ckpt_dir: Path, record: Mapping, run_config: Mapping) -> None:
+    """Refuse another format version or a state written under another run config."""
     if record.get("format_version") != FORMAT_VERSION:
         raise ValueError(
             f"{ckpt_dir}: training-state format {record.get('format_version')!r}, this code reads "
             f"{FORMAT_VERSION}; delete the folder to start the run afresh"
         )
     if record["fingerprint"] != config_fingerprint(run_config):
-        diff = _config_diff(record.get("run_config"), _normalised(run_config))
+        diff = config_diff(record.get("run_config"), normalised_config(run_config))
         details = "\n".join(f"  {line}" for line in diff) or (
             "  (no key differs in the stored config; its fingerprint does -- edited by hand?)"
         )
@@ -432,8 +337,10 @@ def load_training_state(
             f"Delete {ckpt_dir} (and any other states beside it) to start this run afresh, or "
             f"restore the config it was written with to resume it."
         )
-    adapter_name = str(record.get("adapter_name", "default"))
-    adapter_dir = _adapter_folder(ckpt_dir, adapter_name)
+
+
+def _check_resumable(ckpt_dir: Path, adapter_name: str, model) -> None:
+    """Refuse a pruned or partial state, or one of another adapter than the model's."""
     missing = [
         str(path.relative_to(ckpt_dir))
         for path in _needed_files(ckpt_dir, adapter_name)
@@ -448,6 +355,9 @@ def load_training_state(
             f"{ckpt_dir}: state holds adapter {adapter_name!r}, model's active adapter is "
             f"{_adapter_name(model)!r}"
         )
+
+
+def _warn_changed_versions(ckpt_dir: Path, record: Mapping) -> None:
     versions = _library_versions()
     changed = {
         k: (v, versions.get(k))
@@ -459,8 +369,12 @@ def load_training_state(
         # run is only expected under the same versions.
         _LOG.warning("%s: library versions changed since the save: %s", ckpt_dir, changed)
 
-    # Adapter: check the key sets match exactly, so that a state from another LoRA layout
-    # (rank, target modules) cannot load partially with the rest left at its fresh init.
+
+def _load_adapter_weights(ckpt_dir: Path, adapter_name: str, model) -> None:
+    """Load the state's adapter into ``model`` in place, refusing any other key set, so that a
+    state from another LoRA layout (rank, target modules) cannot load partially with the rest
+    left at its fresh init."""
+    adapter_dir = _adapter_folder(ckpt_dir, adapter_name)
     try:
         weights = load_file(str(adapter_dir / ADAPTER_WEIGHTS), device="cpu")
     except Exception as exc:  # safetensors' own error types name no file
@@ -477,65 +391,6 @@ def load_training_state(
     result = set_peft_model_state_dict(model, weights, adapter_name=adapter_name)
     if result.unexpected_keys:
         raise ValueError(f"{ckpt_dir}: adapter keys not in the model: {result.unexpected_keys}")
-
-    # Optimizer before scheduler: the optimizer's param_groups carry the current lr, the
-    # scheduler's state only its counters. map_location="cpu" keeps a state saved on cuda:1
-    # loadable anywhere; load_state_dict moves the moments to each parameter's device.
-    optimizer.load_state_dict(
-        torch.load(ckpt_dir / OPTIMIZER_FILE, map_location="cpu", weights_only=True)
-    )
-    scheduler.load_state_dict(
-        torch.load(ckpt_dir / SCHEDULER_FILE, map_location="cpu", weights_only=True)
-    )
-    # RNG last, so nothing done while loading can consume numbers after the restore.
-    rng_state = torch.load(ckpt_dir / RNG_FILE, map_location="cpu", weights_only=True)
-    _restore_rng(rng_state, python_rng, ckpt_dir)
-    return {"step": record["step"], "data_state": record["data_state"], "extra": record["extra"]}
-
-
-# ------------------------------------------------------------------------------------------------
-# Loading a saved adapter (evaluation, vLLM requests)
-
-
-class AdapterFileError(ValueError):
-    """A PEFT adapter folder whose files are missing or damaged; the message names the file."""
-
-
-def check_adapter_files(adapter_dir: str | os.PathLike) -> None:
-    """Raise :class:`AdapterFileError` naming the file unless ``adapter_dir`` holds a readable
-    ``adapter_config.json`` and a complete ``adapter_model.safetensors``.
-
-    Opens the safetensors file, which checks its header against the file's length (a truncated
-    file fails here, named, instead of deep inside peft or vLLM with a message naming no file).
-    """
-    from safetensors import safe_open
-
-    folder = Path(adapter_dir)
-    config_path, weights_path = folder / ADAPTER_CONFIG, folder / ADAPTER_WEIGHTS
-    for path in (config_path, weights_path):
-        if not path.is_file():
-            raise AdapterFileError(f"{path}: missing (an adapter folder needs it)")
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise AdapterFileError(f"{config_path}: not a valid adapter config ({exc})") from None
-    if not isinstance(config, dict) or "peft_type" not in config:
-        raise AdapterFileError(f"{config_path}: not a PEFT adapter config (no 'peft_type')")
-    try:
-        with safe_open(str(weights_path), framework="pt", device="cpu") as handle:
-            handle.keys()
-    except Exception as exc:  # safetensors raises its own error types for damaged files
-        raise AdapterFileError(
-            f"{weights_path}: damaged or truncated safetensors file ({type(exc).__name__}: {exc})"
-        ) from None
-
-
-def load_adapter(model, adapter_dir: str | os.PathLike):
-    """``PeftModel.from_pretrained(model, adapter_dir)`` after :func:`check_adapter_files`."""
-    from peft import PeftModel
-
-    check_adapter_files(adapter_dir)
-    return PeftModel.from_pretrained(model, str(adapter_dir))
 
 
 # ------------------------------------------------------------------------------------------------
@@ -608,79 +463,3 @@ def prune_states(root: str | os.PathLike, keep_steps: Iterable[int]) -> list[Pat
                 shutil.rmtree(child)
                 removed.append(child)
     return removed
-
-
-# ------------------------------------------------------------------------------------------------
-# Preemption
-
-
-class PreemptionGuard:
-    """Turn SIGTERM / SIGUSR1 into a flag the training loop polls between steps.
-
-    SLURM sends SIGTERM on preemption or at the time limit (then SIGKILL after ``KillWait``,
-    30 s by default) and, with ``sbatch --signal=USR1@90``, SIGUSR1 90 s before the end. The
-    handlers only record the first signal's name in ``.requested`` (``"SIGTERM"``, ``"SIGUSR1"``
-    or None): the loop finishes its step, saves a training state and exits with
-    ``PREEMPTED_EXIT_CODE``. Doing the save inside the handler instead could interrupt a
-    half-done optimizer step and write an inconsistent state.
-
-    Python lets only the main thread install signal handlers. Entered from another thread, the
-    guard does nothing: ``.active`` is False, ``.inactive_reason`` says why, a warning is logged,
-    and ``.requested`` stays None. On exit the previous handlers are put back (a handler installed
-    outside Python, which ``signal.getsignal`` reports as None, is replaced by ``SIG_DFL``).
-    """
-
-    DEFAULT_SIGNALS: tuple[signal.Signals, ...] = tuple(
-        getattr(signal, name) for name in ("SIGTERM", "SIGUSR1") if hasattr(signal, name)
-    )
-
-    def __init__(
-        self,
-        signals: Iterable[signal.Signals] | None = None,
-        log: Callable[[str], None] | None = None,
-    ) -> None:
-        self.signals = tuple(self.DEFAULT_SIGNALS if signals is None else signals)
-        self.requested: str | None = None
-        self.active = False
-        self.inactive_reason: str | None = None
-        self._log = log or _LOG.warning
-        self._previous: dict[signal.Signals, Any] = {}
-
-    def _handle(self, signum: int, frame: FrameType | None) -> None:
-        # Keep the handler trivial: it runs between two bytecodes of whatever the main thread is
-        # doing, so it must not log, allocate much or take locks.
-        if self.requested is None:
-            self.requested = signal.Signals(signum).name
-
-    def __enter__(self) -> PreemptionGuard:
-        self.requested = None
-        if threading.current_thread() is not threading.main_thread():
-            self.active = False
-            self.inactive_reason = (
-                f"not in the main thread ({threading.current_thread().name}); "
-                "preemption signals are not caught"
-            )
-            self._log(f"[checkpointing] PreemptionGuard inactive: {self.inactive_reason}")
-            return self
-        try:
-            for sig in self.signals:
-                self._previous[sig] = signal.signal(sig, self._handle)
-        except (ValueError, OSError) as error:  # e.g. an interpreter that forbids it
-            self._restore()
-            self.active = False
-            self.inactive_reason = f"could not install signal handlers: {error}"
-            self._log(f"[checkpointing] PreemptionGuard inactive: {self.inactive_reason}")
-            return self
-        self.active = True
-        self.inactive_reason = None
-        return self
-
-    def _restore(self) -> None:
-        for sig, previous in self._previous.items():
-            signal.signal(sig, signal.SIG_DFL if previous is None else previous)
-        self._previous.clear()
-
-    def __exit__(self, *exc_info: object) -> None:
-        if self.active:
-            self._restore()
-            self.active = False

@@ -1,0 +1,195 @@
+"""The loss of one micro-batch of rollouts, per training objective, and the GRPO hybrid term.
+
+Paper: *DASH: divergence-adaptive supervision horizons* (equation labels are the paper's).
+
+- ``distill``: the local signal r_t (``objectives.local_signal``: the clipped forward-KL summand
+  of Eq. ``local_distillation_loss`` / Eq. ``supp_clipped_signal`` by default) aggregated over
+  the rollout by the method's aggregation (``objectives.aggregate``: uniform for OPSD,
+  Eq. ``opsd_loss``; the DASH coefficients c_k of Eq. ``dash_weighted_objective``; ...);
+- ``eopd``: EOPD's per-token objective (``objectives.eopd_token_loss``);
+- ``avsd``: AVSD's sampled-token target mixed from three teacher views
+  (``objectives.avsd_target_logprobs``, ``objectives.avsd_token_loss``);
+- any of them plus eta times a GRPO term over K rollouts per problem when the method has a
+  ``grpo`` entry (appendix ``sec:outcome_optimization``, ``objectives.hybrid_loss``).
+
+``OBJECTIVE_LOSSES`` maps each objective of ``dashrepro.parameters.OBJECTIVES`` to its
+function ``f(method, student_logits, view_logits, tokens, mask) -> MicroLoss``; ``view_logits``
+holds one teacher-logit tensor per declared teacher view. A new objective needs an entry in
+``parameters.OBJECTIVES``, its function here, and its name in ``OBJECTIVE_LOSSES``
+(``tests/training/test_trainer.py`` checks that the two registries agree).
+
+The math lives in ``dashrepro.objectives`` and is reached through that module's attributes at
+call time, so a benchmark that wraps ``objectives.aggregate`` times exactly what training runs.
+
+    result = method_loss(method, student_logits, view_logits, tokens, mask, advantages)
+    result.loss.backward()
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from dashrepro import objectives
+from dashrepro.training.methods import MethodSpec
+
+
+@dataclass
+class MicroLoss:
+    loss: torch.Tensor
+    metrics: dict[str, float]
+    trace: dict[str, torch.Tensor]  # per-token tensors [B, T] for token_traces.parquet
+
+
+def sequence_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """log p(token) under ``logits`` [B, T, V] for ``tokens`` [B, T] (padding gathers index 0)."""
+    return torch.log_softmax(logits.float(), dim=-1).gather(-1, tokens[..., None]).squeeze(-1)
+
+
+# ----------------------------------------------------------------------------------------------
+# Objectives: f(method, student_logits, view_logits, tokens, mask) -> MicroLoss
+# ----------------------------------------------------------------------------------------------
+
+
+def distill_loss(
+    method: MethodSpec,
+    student_logits: torch.Tensor,
+    view_logits: Sequence[torch.Tensor],
+    tokens: torch.Tensor,
+    mask: torch.Tensor,
+) -> MicroLoss:
+    """Local signal r_t aggregated over the rollout (OPSD, DASH and their ablations)."""
+    teacher_logits = view_logits[0]
+    r = objectives.local_signal(
+        student_logits,
+        teacher_logits,
+        mask,
+        divergence=method.divergence,
+        tau=method.tau,
+        top_k=method.top_k,
+    )
+    entropy = objectives.teacher_entropy(teacher_logits, mask)
+    agg = objectives.aggregate(
+        method.aggregation,
+        r,
+        mask,
+        teacher_entropy=entropy if method.needs_teacher_entropy else None,
+        **method.params,
+    )
+    trace = {"r": r.detach(), "teacher_entropy": entropy.detach(), "coefficient": agg.coefficients}
+    if agg.gates is not None:
+        trace["gate"] = agg.gates
+    return MicroLoss(agg.loss, dict(agg.diagnostics), trace)
+
+
+def eopd_loss(
+    method: MethodSpec,
+    student_logits: torch.Tensor,
+    view_logits: Sequence[torch.Tensor],
+    tokens: torch.Tensor,
+    mask: torch.Tensor,
+) -> MicroLoss:
+    """EOPD: reverse KL on the sampled token plus forward KL on the teacher's top-k where the
+    teacher is uncertain."""
+    loss, diagnostics = objectives.eopd_token_loss(
+        student_logits, view_logits[0], tokens, mask, **method.objective_params
+    )
+    return MicroLoss(loss, {k: float(v) for k, v in diagnostics.items()}, {})
+
+
+def avsd_loss(
+    method: MethodSpec,
+    student_logits: torch.Tensor,
+    view_logits: Sequence[torch.Tensor],
+    tokens: torch.Tensor,
+    mask: torch.Tensor,
+) -> MicroLoss:
+    """AVSD: a sampled-token target mixed from the teacher's views (full, half, answer only)."""
+    student_lp = sequence_logprobs(student_logits, tokens)
+    views = torch.stack([sequence_logprobs(v, tokens) for v in view_logits])
+    target, aux = objectives.avsd_target_logprobs(views, student_lp.detach(), mask)
+    loss = objectives.avsd_token_loss(student_lp, target, mask)
+    metrics = {"gate_mean": float(objectives.masked_mean(aux["gate"], mask.bool()))}
+    return MicroLoss(loss, metrics, {"gate": aux["gate"]})
+
+
+ObjectiveLoss = Callable[
+    [MethodSpec, torch.Tensor, Sequence[torch.Tensor], torch.Tensor, torch.Tensor], MicroLoss
+]
+
+#: The per-micro-batch loss of each objective of ``parameters.OBJECTIVES``.
+OBJECTIVE_LOSSES: dict[str, ObjectiveLoss] = {
+    "distill": distill_loss,
+    "eopd": eopd_loss,
+    "avsd": avsd_loss,
+}
+
+
+# ----------------------------------------------------------------------------------------------
+# GRPO hybrid
+# ----------------------------------------------------------------------------------------------
+
+
+def grpo_sequence_advantages(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Group-normalised GRPO advantages of rollouts listed ``group_size`` per problem, in order."""
+    return objectives.group_advantages(rewards.view(-1, group_size)).view(-1)
+
+
+def grpo_token_advantages(
+    advantages: torch.Tensor, mask: torch.Tensor, grpo: Mapping
+) -> torch.Tensor:
+    """Per-token GRPO advantages [B, T] from the rollouts' sequence advantages [B].
+
+    Without aggregation each token carries its rollout's advantage (GRPO). With ``aggregate``
+    the advantage is an outcome reward arriving at the last token and the gamma/lambda backward
+    recursion (``objectives.discounted_token_advantages``) spreads it: a_t = A_hat at t = T and
+    0 before, so A_t = (gamma lambda)^(T - t) A_hat -- GAE with gamma = lambda = 0.95 (paper
+    appendix ``sec:outcome_optimization``) and no critic. The paper gives no formula; this
+    choice is ours and is documented in the README.
+    """
+    mask = mask.bool()
+    if not grpo.get("aggregate", True):
+        return advantages[:, None].float() * mask.float()
+    lengths = mask.sum(1)
+    last = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
+    rows = torch.nonzero(lengths > 0).squeeze(-1)
+    last[rows, lengths[rows] - 1] = advantages[rows].float()
+    return objectives.discounted_token_advantages(
+        last, mask, gamma=float(grpo.get("gamma", 0.95)), lam=float(grpo.get("lam", 0.95))
+    )
+
+
+# ----------------------------------------------------------------------------------------------
+# The loss of one micro-batch
+# ----------------------------------------------------------------------------------------------
+
+
+def method_loss(
+    method: MethodSpec,
+    student_logits: torch.Tensor,
+    view_logits: Sequence[torch.Tensor],
+    tokens: torch.Tensor,
+    mask: torch.Tensor,
+    advantages: torch.Tensor | None = None,
+) -> MicroLoss:
+    """The objective of ``method`` on one micro-batch of rollouts (all tensors [B, T(, V)]),
+    plus the GRPO term when the method has one (``advantages``: one per rollout)."""
+    if method.objective not in OBJECTIVE_LOSSES:
+        raise ValueError(
+            f"objective {method.objective!r} has no loss in training.losses.OBJECTIVE_LOSSES "
+            f"(registered: {sorted(OBJECTIVE_LOSSES)})"
+        )
+    result = OBJECTIVE_LOSSES[method.objective](method, student_logits, view_logits, tokens, mask)
+    loss, metrics = result.loss, result.metrics
+    metrics["distill_loss"] = float(loss.detach())
+    if method.grpo:
+        token_advantages = grpo_token_advantages(advantages, mask, method.grpo)
+        grpo_loss = objectives.grpo_token_loss(
+            sequence_logprobs(student_logits, tokens), token_advantages, mask
+        )
+        loss = objectives.hybrid_loss(loss, grpo_loss, float(method.grpo["eta"]))
+        metrics["grpo_loss"] = float(grpo_loss.detach())
+    metrics["loss"] = float(loss.detach())
+    return MicroLoss(loss, metrics, result.trace)

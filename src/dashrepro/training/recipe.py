@@ -1,0 +1,489 @@
+"""The training recipe: ``DistillationRecipe.setup()``, ``.train()``, ``.save_checkpoint(step)``.
+
+One (method, scale, seed) run of LoRA on-policy self-distillation, in the torchtune-recipe
+shape: ``setup`` builds the tokenizer, the student (base + LoRA), AdamW and its linear schedule
+and the accelerator, then resumes the newest kept training state or discards the kept states
+when they were written under another config or other inputs; ``train`` runs the step loop;
+``save_checkpoint`` writes a training state (and the declared PEFT checkpoint on checkpoint
+steps). The run's state -- step, metric rows, token traces -- lives on the recipe.
+
+One step (paper *DASH: divergence-adaptive supervision horizons*, Alg. ``alg:dash``):
+
+1. rollout phase: every rollout of this process's share of the step (``rollouts``; GRPO
+   normalises the rewards of a problem's rollouts, which may span micro-batches);
+2. learning phase, one micro-batch at a time: the privileged teacher -- the same network with
+   the adapter disabled -- scores the student's tokens by teacher forcing after its own prompt
+   (problem, teacher view of the reference solution, protocol instructions), detached; the
+   student's logits are recomputed with LoRA dropout seeded per micro-batch; the objective's
+   loss (``losses``) is back-propagated;
+3. AdamW step with the gradient norm clipped at 1.0, then the schedule's step;
+4. metrics (``metrics``), a training state on checkpoint steps or on a preemption notice
+   (SIGTERM/SIGUSR1: the state is saved after the step and the process exits with
+   ``preemption.PREEMPTED_EXIT_CODE`` so that a retry resumes it).
+
+    recipe = DistillationRecipe(RunSpec.from_json("run.json"))
+    recipe.setup()
+    metrics = recipe.train()   # a DataFrame, also written to <out_dir>/train_metrics.parquet
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import random
+import shutil
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import torch
+from transformers import AutoTokenizer
+
+from dashrepro.config import checkpoint_steps
+from dashrepro.data.prompts import TeacherProtocol, render_teacher_prompt
+from dashrepro.io import atomic_dir, read_parquet, source_fingerprint, write_parquet
+from dashrepro.sampling import derive_seed
+from dashrepro.training import checkpointing
+from dashrepro.training.batching import (
+    BatchLayout,
+    check_training_data,
+    encode,
+    response_batch,
+    response_logits,
+    right_pad_concat,
+    rollout_rows,
+)
+from dashrepro.training.distributed import (
+    StateInAccelerateFolder,
+    any_process,
+    make_accelerator,
+    zero_backward,
+)
+from dashrepro.training.losses import grpo_sequence_advantages, method_loss
+from dashrepro.training.methods import MethodSpec, teacher_views
+from dashrepro.training.metrics import (
+    MicroResult,
+    StepTally,
+    micro_counts,
+    micro_result,
+    reduce_step_metrics,
+    trace_frame,
+)
+from dashrepro.training.model import build_optimizer, load_lora_student
+from dashrepro.training.preemption import PREEMPTED_EXIT_CODE, PreemptionGuard
+from dashrepro.training.rollouts import RolloutSampler, Share
+
+#: Folder (in ``out_dir``) of the kept training states and scratch files; not a Snakemake output.
+RESUME_DIR = ".resume"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One run: ``train_run``'s arguments (``log`` aside)."""
+
+    base_model_dir: str | Path
+    train_parquet: str | Path
+    out_dir: str | Path
+    method: MethodSpec
+    train: Mapping
+    lora: Mapping
+    protocol: TeacherProtocol
+    seed: int
+    trace_rollouts: int = 4
+    progress: bool = False
+
+    @classmethod
+    def from_json(cls, path: str | Path) -> RunSpec:
+        """The run of a JSON file holding train_run's keyword arguments (the method as
+        ``method_name`` + its config entry ``method``, the protocol as its mapping)."""
+        spec = json.loads(Path(path).read_text())
+        return cls(
+            base_model_dir=spec["base_model_dir"],
+            train_parquet=spec["train_parquet"],
+            out_dir=spec["out_dir"],
+            method=MethodSpec.from_config(spec["method_name"], spec["method"]),
+            train=spec["train"],
+            lora=spec["lora"],
+            protocol=TeacherProtocol.from_config(spec["protocol"]),
+            seed=int(spec["seed"]),
+            trace_rollouts=int(spec.get("trace_rollouts", 4)),
+            progress=bool(spec.get("progress", False)),
+        )
+
+
+def run_fingerprint_config(
+    method: MethodSpec, train: Mapping, lora: Mapping, protocol: TeacherProtocol, seed: int
+) -> dict:
+    """Everything in the config that determines the trained adapter (the trainer adds the
+    content hashes of its inputs): a state written under other values is not resumed."""
+    return {
+        "method": {
+            "aggregation": method.aggregation,
+            "divergence": method.divergence,
+            "tau": method.tau,
+            "top_k": method.top_k,
+            "params": dict(method.params),
+            "objective": method.objective,
+            "objective_params": dict(method.objective_params),
+            "grpo": dict(method.grpo) if method.grpo else None,
+        },
+        "train": dict(train),
+        "lora": dict(lora),
+        "protocol": dataclasses.asdict(protocol),
+        "seed": seed,
+    }
+
+
+def export_adapter(state: Path, checkpoint: Path) -> None:
+    """The declared PEFT checkpoint folder, copied from a training state's adapter files."""
+    with atomic_dir(checkpoint) as tmp:
+        for name in (checkpointing.ADAPTER_CONFIG, checkpointing.ADAPTER_WEIGHTS):
+            shutil.copy2(state / name, tmp / name)
+
+
+class DistillationRecipe:
+    """One run of LoRA on-policy self-distillation; see the module docstring."""
+
+    def __init__(self, spec: RunSpec, log: Callable[[str], None] = print):
+        self.spec = spec
+        self.method = spec.method
+        self.seed = spec.seed
+        self.log = log
+        self.out_dir = Path(spec.out_dir)
+        self.resume_root = self.out_dir / RESUME_DIR
+        self.deepspeed = bool(spec.train.get("deepspeed_config"))
+        # Run state: the last finished step, one metrics record per step, token-trace frames.
+        self.step = 0
+        self.rows: list[dict] = []
+        self.traces: list[pd.DataFrame] = []
+        self.bar = None
+
+    # ------------------------------------------------------------------------------------------
+    # Setup
+    # ------------------------------------------------------------------------------------------
+
+    def setup(self) -> None:
+        """Accelerator, tokenizer, student, data, optimizer; resume or discard kept states."""
+        spec, train = self.spec, self.spec.train
+        self.accelerator = make_accelerator(train)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(spec.base_model_dir))
+        self.tokenizer.padding_side = "right"  # the protocol's padding for training batches
+        self.model = load_lora_student(spec.base_model_dir, spec.lora, self.seed, train)
+        self.data = read_parquet(spec.train_parquet)
+        check_training_data(self.data, str(spec.train_parquet))
+        self.layout = self._batch_layout()
+        self.steps = int(train["steps"])
+        self.trainable = [p for p in self.model.parameters() if p.requires_grad]
+        optimizer, self.scheduler = build_optimizer(self.trainable, train["lr"], self.steps)
+        self.model, self.optimizer = self.accelerator.prepare(self.model, optimizer)
+        self.policy = self.accelerator.unwrap_model(self.model)
+        self.device = self.accelerator.device
+        self.optimizer_state = StateInAccelerateFolder() if self.deepspeed else self.optimizer
+        self.run_config = self._run_config()
+        latest = checkpointing.latest_complete_checkpoint(self.resume_root)
+        if latest is not None and self._discard_if_stale(latest):
+            latest = None
+        if latest is not None:
+            self._resume(latest)
+        self.rollouts = RolloutSampler(
+            self.tokenizer,
+            train,
+            spec.lora,
+            str(spec.base_model_dir),
+            self.resume_root / "rollout-adapter",
+            self.rank,
+        )
+        self.pad_id = self.tokenizer.pad_token_id
+        self.save_at = set(checkpoint_steps(train))
+        self.trace_at = {1, *self.save_at}
+        if spec.progress and self.accelerator.is_main_process:
+            from tqdm import tqdm
+
+            self.bar = tqdm(
+                total=self.steps, initial=self.step, desc=f"{self.method.name} seed {self.seed}"
+            )
+
+    @property
+    def rank(self) -> int:
+        return self.accelerator.process_index
+
+    def _batch_layout(self) -> BatchLayout:
+        micro = int(self.spec.train["micro_batch_size"])
+        accum = int(self.spec.train["grad_accumulation"])
+        group = self.method.group_size
+        if (micro * accum) % group:
+            raise ValueError(
+                f"methods.{self.method.name}.grpo.group_size {group} must divide "
+                f"micro_batch_size x grad_accumulation ({micro} x {accum})"
+            )
+        world = self.accelerator.num_processes
+        return BatchLayout(micro=micro, accum=accum, world=world, rank=self.rank, group=group)
+
+    def _run_config(self) -> dict:
+        spec = self.spec
+        config = run_fingerprint_config(
+            self.method, spec.train, spec.lora, spec.protocol, self.seed
+        )
+        config["num_processes"] = self.layout.world
+        config["inputs"] = {
+            "base_model": source_fingerprint(spec.base_model_dir),
+            "train_data": source_fingerprint(spec.train_parquet),
+        }
+        return config
+
+    def _discard_if_stale(self, latest: Path) -> bool:
+        """Remove the kept states when ``latest`` was not made from this config and these
+        inputs (a retrained base model or a new training set reruns this job with the old state
+        there); True if they were removed."""
+        stale = checkpointing.state_config_differences(latest, self.run_config)
+        if not stale:
+            return False
+        self.log(
+            f"[train] discarding the training states in {self.resume_root}: {latest.name} was "
+            f"written under other values: {'; '.join(stale)}"
+        )
+        self.accelerator.wait_for_everyone()
+        if self.accelerator.is_main_process:
+            shutil.rmtree(self.resume_root, ignore_errors=True)
+        self.accelerator.wait_for_everyone()
+        return True
+
+    def _resume(self, latest: Path) -> None:
+        resumed = checkpointing.load_training_state(
+            latest,
+            model=self.policy,
+            optimizer=self.optimizer_state,
+            scheduler=self.scheduler,
+            python_rng=random.Random(self.seed),
+            run_config=self.run_config,
+        )
+        self.step = int(resumed["step"])
+        if self.deepspeed:
+            self.accelerator.load_state(str(self.resume_root / f"deepspeed-step-{self.step:06d}"))
+        if (self.resume_root / "train_metrics.parquet").exists():
+            done = read_parquet(self.resume_root / "train_metrics.parquet")
+            self.rows = done[done["step"] <= self.step].to_dict("records")
+        if (self.resume_root / "token_traces.parquet").exists():
+            done = read_parquet(self.resume_root / "token_traces.parquet")
+            self.traces = [done[done["step"] <= self.step]]
+        self.log(
+            f"[train] resuming {self.method.name} seed {self.seed} after step {self.step} "
+            f"from {latest}"
+        )
+
+    # ------------------------------------------------------------------------------------------
+    # Training
+    # ------------------------------------------------------------------------------------------
+
+    def train(self) -> pd.DataFrame:
+        """Steps from the resumed one to ``train.steps``; the metrics, one row per step."""
+        self.model.train()
+        with PreemptionGuard(log=None) as guard:
+            for step in range(self.step + 1, self.steps + 1):
+                self._train_step(step)
+                self.step = step
+                preempted = any_process(self.accelerator, guard.requested is not None)
+                if step in self.save_at or preempted:
+                    self.save_checkpoint(step)
+                if preempted:
+                    self.log(
+                        f"[train] {guard.requested}: state saved after step {step}; "
+                        "exiting to resume"
+                    )
+                    raise SystemExit(PREEMPTED_EXIT_CODE)
+        return self._finish()
+
+    def _train_step(self, step: int) -> None:
+        tally = StepTally()
+        shares = self._rollout_phase(step, tally)
+        self._learn_phase(step, shares, tally)
+        lr_used, grad_norm = self._optimizer_step(tally)
+        self._record_step(step, tally, lr_used, grad_norm)
+
+    def _rollout_phase(self, step: int, tally: StepTally) -> list[Share]:
+        """Every rollout of this process's share of the step, one Share per micro-batch."""
+        shares = []
+        for a in range(self.layout.accum):
+            rows = rollout_rows(len(self.data), self.seed, step, self.layout, a)
+            seed = derive_seed(self.seed, step, self.layout.global_micro(a), "rollout")
+            shares.append(self.rollouts.share(self.policy, self.data, rows, seed, tally.timings))
+        return shares
+
+    def _learn_phase(self, step: int, shares: list[Share], tally: StepTally) -> None:
+        """Teacher scoring, loss and backward, one micro-batch at a time."""
+        advantages = None
+        if self.method.grpo:
+            rewards = torch.tensor([r for share in shares for r in share.rewards])
+            advantages = grpo_sequence_advantages(rewards, self.method.group_size).split(
+                self.layout.micro
+            )
+        for a, share in enumerate(shares):
+            global_micro = self.layout.global_micro(a)
+            with self.accelerator.accumulate(self.model):
+                out = self._learn_micro(
+                    share, None if advantages is None else advantages[a], step, global_micro, tally
+                )
+            tally.add(out)
+            if step in self.trace_at and global_micro == 0 and out.trace is not None:
+                self.traces.append(trace_frame(out.trace, step, self.spec.trace_rollouts))
+
+    def _learn_micro(self, share: Share, advantages, step: int, global_micro: int, tally):
+        """Teacher scoring, the method's loss and backward for one micro-batch of rollouts."""
+        responses = [s.token_ids for s in share.samples]
+        kept = [i for i, r in enumerate(responses) if any(t != self.pad_id for t in r)]
+        if not kept:
+            # Every process must still join the gradient all-reduce.
+            zero_backward(self.trainable, self.accelerator)
+            return MicroResult(micro_counts(share, kept, None), {}, None)
+        kept_responses = [responses[i] for i in kept]
+        tokens, mask = response_batch(kept_responses, self.pad_id, self.device)
+
+        t0 = time.perf_counter()
+        view_logits = self._teacher_logits(share, kept, kept_responses)
+        tally.timings["teacher"] += time.perf_counter() - t0
+
+        t0 = time.perf_counter()
+        # LoRA dropout draws from torch's global generator: seed it per micro-batch so that the
+        # masks depend on (seed, step, micro-batch) only -- the same on 1 or N processes, and
+        # after a resume.
+        dropout_seed = derive_seed(self.seed, step, global_micro, "dropout")
+        student_logits = self._student_logits(share, kept, kept_responses, dropout_seed)
+        kept_advantages = None if advantages is None else advantages[kept].to(self.device)
+        result = method_loss(
+            self.method, student_logits, view_logits, tokens, mask, kept_advantages
+        )
+        self.accelerator.backward(result.loss)
+        tally.timings["student"] += time.perf_counter() - t0
+        return micro_result(share, kept, result, tokens, mask)
+
+    def _teacher_logits(self, share: Share, kept: list[int], responses: list[list[int]]):
+        """The teacher's response logits [B, T, V] (fp32, detached), one tensor per view."""
+        tokenizer, width = self.tokenizer, max(len(r) for r in responses)
+        # One teacher prompt per view and rollout: [rollout][view] (AVSD has three views).
+        prompts_by_rollout = [
+            [
+                encode(
+                    tokenizer, render_teacher_prompt(tokenizer, problem, view, self.spec.protocol)
+                )
+                for view in teacher_views(self.method, reference, answer)
+            ]
+            for problem, reference, answer in (share.teacher_inputs[i] for i in kept)
+        ]
+        view_logits = []
+        for t_prompt_ids in zip(*prompts_by_rollout, strict=True):
+            t_ids, t_mask, t_len = right_pad_concat(list(t_prompt_ids), responses, self.pad_id)
+            with torch.no_grad(), self.policy.disable_adapter():
+                logits = self.policy(
+                    input_ids=t_ids.to(self.device), attention_mask=t_mask.to(self.device)
+                ).logits
+                view_logits.append(response_logits(logits, t_len, width).float())
+        return view_logits
+
+    def _student_logits(self, share: Share, kept, responses, dropout_seed: int) -> torch.Tensor:
+        """The student's response logits [B, T, V], with grad, LoRA dropout seeded."""
+        s_ids, s_mask, s_len = right_pad_concat(
+            [share.prompt_ids[i] for i in kept], responses, self.pad_id
+        )
+        torch.manual_seed(dropout_seed)
+        logits = self.model(input_ids=s_ids.to(self.device), attention_mask=s_mask.to(self.device))
+        return response_logits(logits.logits, s_len, max(len(r) for r in responses))
+
+    def _optimizer_step(self, tally: StepTally) -> tuple[float, float | None]:
+        """Clip, step AdamW and the schedule; the learning rate used and the gradient norm."""
+        t0 = time.perf_counter()
+        lr_used = self.optimizer.param_groups[0]["lr"]
+        # Gradient-norm clipping at 1.0: TRL's default max_grad_norm, which the OPSD authors'
+        # trainer (built on TRL) inherits; the paper does not list it.
+        if not self.accelerator.sync_gradients:
+            raise RuntimeError("gradient accumulation out of step with the trainer's steps")
+        grad_norm = self.accelerator.clip_grad_norm_(self.trainable, 1.0)  # None under DeepSpeed
+        self.optimizer.step()
+        self.scheduler.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        tally.timings["optimizer"] = time.perf_counter() - t0
+        return lr_used, grad_norm
+
+    def _record_step(self, step: int, tally: StepTally, lr_used: float, grad_norm) -> None:
+        row = reduce_step_metrics(self.accelerator, tally, self.device)
+        for key, what in (
+            ("empty_rollouts", "rollouts held only padding"),
+            ("skipped_long_prompts", "prompts were longer than max_total_length"),
+        ):
+            if row[key]:
+                self.log(f"[train] step {step}: {int(row[key])} {what}; skipped (metric {key})")
+        row.update(
+            step=step, lr=lr_used, grad_norm=math.nan if grad_norm is None else float(grad_norm)
+        )
+        seconds = sum(tally.timings.values())
+        row["tokens_per_second"] = row["tokens"] / max(seconds, 1e-9)
+        self.rows.append(row)
+        if self.bar is not None:
+            self.bar.update(1)
+            self.bar.set_postfix(loss=f"{row['loss']:.4f}", tok_s=f"{row['tokens_per_second']:.0f}")
+        self.log(
+            f"[train] {self.method.name} seed {self.seed} step {step}/{self.steps} "
+            f"loss {row['loss']:.4f} acc {row['rollout_accuracy']:.2f} "
+            f"{row['tokens_per_second']:.0f} tok/s"
+        )
+
+    # ------------------------------------------------------------------------------------------
+    # Checkpoints and the end of the run
+    # ------------------------------------------------------------------------------------------
+
+    def save_checkpoint(self, step: int) -> None:
+        """The training state after ``step`` (every process takes part), and on a checkpoint
+        step the declared PEFT folder ``checkpoint-<step>``."""
+        accelerator = self.accelerator
+        accelerator.wait_for_everyone()
+        if self.deepspeed:
+            # ZeRO-2 partitions the optimizer moments over the processes: each saves its part.
+            accelerator.save_state(str(self.resume_root / f"deepspeed-step-{step:06d}"))
+        if accelerator.is_main_process:
+            self._write_state(step)
+        accelerator.wait_for_everyone()
+        if step in self.save_at and accelerator.is_main_process:
+            export_adapter(
+                checkpointing.state_dir(self.resume_root, step), self.out_dir / f"checkpoint-{step}"
+            )
+
+    def _write_state(self, step: int) -> None:
+        checkpointing.save_training_state(
+            checkpointing.state_dir(self.resume_root, step),
+            model=self.policy,
+            optimizer=self.optimizer_state,
+            scheduler=self.scheduler,
+            step=step,
+            data_state={
+                "rollouts_consumed": step * self.layout.micros_per_step * self.layout.micro
+            },
+            python_rng=random.Random(self.seed),
+            run_config=self.run_config,
+        )
+        write_parquet(self.resume_root / "train_metrics.parquet", pd.DataFrame(self.rows))
+        if self.traces:
+            write_parquet(self.resume_root / "token_traces.parquet", pd.concat(self.traces))
+        checkpointing.prune_states(self.resume_root, keep_steps=set())
+
+    def _finish(self) -> pd.DataFrame:
+        """Write the run's records (main process) and remove the kept training states."""
+        if self.bar is not None:
+            self.bar.close()
+        metrics = pd.DataFrame(self.rows)
+        self.accelerator.wait_for_everyone()
+        if self.accelerator.is_main_process:
+            # The declared checkpoints of earlier steps, in case Snakemake removed them when the
+            # killed job was rerun (the states under .resume keep every adapter).
+            for step in sorted(self.save_at):
+                checkpoint = self.out_dir / f"checkpoint-{step}"
+                if not (checkpoint / checkpointing.ADAPTER_WEIGHTS).exists():
+                    export_adapter(checkpointing.state_dir(self.resume_root, step), checkpoint)
+            if self.traces:
+                traces = pd.concat(self.traces, ignore_index=True)
+                write_parquet(self.out_dir / "token_traces.parquet", traces)
+            write_parquet(self.out_dir / "train_metrics.parquet", metrics)
+            shutil.rmtree(self.resume_root, ignore_errors=True)
+        self.accelerator.wait_for_everyone()
+        return metrics

@@ -1,0 +1,129 @@
+"""Student rollouts of one micro-batch, through a sampler backend: HF ``generate`` or vLLM.
+
+The student (base + LoRA adapter) samples one rollout per problem from the problem alone
+(Qwen3 chat template, thinking on), with the run's ``temperature`` / ``top_p`` / ``top_k`` and
+a seed derived from (run seed, step, global micro-batch), so a rollout does not depend on how
+the micro-batches are spread over processes. Backends (``train.rollout_backend``):
+
+- ``hf`` (default, CPU or GPU): ``sampling.hf.sample_responses`` on the live PEFT model;
+- ``vllm`` (GPU): a colocated vLLM engine in sleep mode; before each micro-batch the current
+  adapter is written to ``<adapter_dir>/rank<r>`` (the trainer's is
+  ``<out_dir>/.resume/rollout-adapter``) and synced into the engine, which sleeps again after
+  sampling so that training gets the GPU memory back.
+
+A prompt that leaves no room for one response token within ``max_total_length`` is never
+truncated: its micro-batch is skipped (counted in ``skipped_long_prompts``). Each rollout's
+reward is the exact-match grade of its final answer (``grading.reward_exact_match``).
+
+    sampler = RolloutSampler(tokenizer, train, lora, base_model, adapter_dir, rank=0)
+    share = sampler.share(policy, data, rows=[4, 17, 9], seed=123, timings=timings)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from dashrepro.data.prompts import render_student_prompt
+from dashrepro.grading import reward_exact_match
+from dashrepro.sampling import SamplingSettings
+from dashrepro.sampling.hf import sample_responses
+from dashrepro.training.batching import encode
+
+
+@dataclass
+class Share:
+    """One micro-batch's rollouts: which rows, their prompts, samples and rewards."""
+
+    rows: list[int]  # data row of each rollout (a problem repeats group_size times)
+    ids: list[str]
+    teacher_inputs: list[tuple[str, str, str]]  # (problem, reference solution, answer)
+    prompt_ids: list[list[int]]
+    samples: list  # sampling.Sample per rollout, or [] when the prompts were too long
+    rewards: list[float]
+    skipped_long_prompts: int = 0
+
+
+def sampling_settings(train: Mapping) -> SamplingSettings:
+    """The rollout sampling settings of a run's ``train`` config."""
+    return SamplingSettings(
+        temperature=train["temperature"],
+        top_p=train["top_p"],
+        top_k=train["top_k"],
+        max_new_tokens=train["max_new_tokens"],
+    )
+
+
+class RolloutSampler:
+    """Student rollouts by HF ``generate`` or a colocated vLLM engine with a synced adapter."""
+
+    def __init__(
+        self, tokenizer, train: Mapping, lora: Mapping, base_model, adapter_dir, rank: int
+    ):
+        self.tokenizer = tokenizer
+        self.rank = rank
+        self.backend = train.get("rollout_backend", "hf")
+        self.settings = sampling_settings(train)
+        self.max_total = int(train.get("max_total_length") or 10**9)
+        self.sampler = None
+        if self.backend == "vllm":
+            from dashrepro.sampling.vllm import VLLMSampler
+
+            options = dict(train.get("vllm") or {})
+            self.sampler = VLLMSampler(
+                str(base_model),
+                max_lora_rank=lora["r"],
+                enable_sleep_mode=True,
+                max_model_len=train.get("max_total_length"),
+                **options,
+            )
+            self.adapter_dir = Path(adapter_dir)
+
+    def sample(self, model, prompts: list[str], settings: SamplingSettings, seed: int) -> list:
+        """One sample per prompt from the current adapter of ``model``."""
+        if self.backend == "hf":
+            return sample_responses(model, self.tokenizer, prompts, settings, seed=seed)
+        # vLLM serves the adapter from disk: write the current one, sync, sample, then sleep so
+        # that training gets the GPU memory back (level 1 keeps the weights in CPU memory).
+        folder = self.adapter_dir / f"rank{self.rank}"
+        model.save_pretrained(str(folder))
+        self.sampler.wake_up()
+        self.sampler.sync_adapter(folder)
+        samples = self.sampler.sample(prompts, settings, seed, adapter_dir=folder)
+        self.sampler.sleep(level=1)
+        return samples
+
+    def share(self, policy, data, rows: list[int], seed: int, timings: dict) -> Share:
+        """The rollouts of data ``rows`` (one each), graded; sampling time goes to
+        ``timings["rollout"]``."""
+        problems = [data["problem"].iloc[i] for i in rows]
+        ids = [str(data["id"].iloc[i]) for i in rows]
+        teacher_inputs = [
+            (
+                data["problem"].iloc[i],
+                data["reference_solution"].iloc[i],
+                str(data["answer"].iloc[i]),
+            )
+            for i in rows
+        ]
+        prompts = [render_student_prompt(self.tokenizer, p) for p in problems]
+        prompt_ids = [encode(self.tokenizer, p) for p in prompts]
+        longest = max(len(p) for p in prompt_ids)
+        if longest + 1 > self.max_total:
+            # A rollout must fit max_total_length together with its prompt; never truncate one.
+            return Share(rows, ids, teacher_inputs, prompt_ids, [], [0.0] * len(rows), len(rows))
+        settings = dataclasses.replace(
+            self.settings,
+            max_new_tokens=min(self.settings.max_new_tokens, self.max_total - longest),
+        )
+        t0 = time.perf_counter()
+        samples = self.sample(policy, prompts, settings, seed)
+        timings["rollout"] += time.perf_counter() - t0
+        rewards = [
+            reward_exact_match(s.text, str(data["answer"].iloc[i]))
+            for s, i in zip(samples, rows, strict=True)
+        ]
+        return Share(rows, ids, teacher_inputs, prompt_ids, samples, rewards)
