@@ -85,7 +85,6 @@ def test_dry_run_lists_every_stage(finished_run):
         "grade_checkpoint",
         "select_best_checkpoint",
         "table",
-        "figure",
     ]:
         assert f"rule {rule}:" in dry_output
 
