@@ -28,7 +28,7 @@ import jsonschema
 import yaml
 
 from dashrepro.analysis.registry import GROUPS, spec_problems
-from dashrepro.parameters import AGGREGATION_PARAMS, OBJECTIVES, check_params
+from dashrepro.parameters import AGGREGATION_PARAMS, DIVERGENCES, OBJECTIVES, check_params
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 
@@ -120,6 +120,11 @@ def _method_problems(name: str, method: Mapping, config: Mapping) -> list[str]:
         return [
             f"{where}.aggregation: unknown aggregation {aggregation!r}; "
             f"known: {sorted(AGGREGATION_PARAMS)}"
+        ]
+    if method["divergence"] not in DIVERGENCES:
+        return [
+            f"{where}.divergence: unknown divergence {method['divergence']!r}; "
+            f"known: {list(DIVERGENCES)}"
         ]
     objective = method.get("objective", "distill")
     if objective not in OBJECTIVES:

@@ -65,6 +65,9 @@ class Param:
         return None
 
 
+#: The local divergences of the signal r_t (``methods.<m>.divergence``; objectives.divergences).
+DIVERGENCES = ("forward_kl", "reverse_kl", "jsd")
+
 _KAPPA = Param(minimum=0.0, meaning="gate sharpness of the sigmoid(-kappa x gap) gate")
 
 #: Parameters of each aggregation of ``objectives.AGGREGATIONS`` (its keyword arguments).

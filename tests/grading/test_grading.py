@@ -130,7 +130,7 @@ TRICKY_PAIRS = [
     (rf"\boxed{{{HMMT_GOLD}}}", HMMT_GOLD, True, "math_verify"),
     (r"\boxed{\frac{-1-\sqrt{17}}{2}, \frac{-1+\sqrt{17}}{2}}", HMMT_GOLD, True, "math_verify"),
     (r"\boxed{\frac{-1+\sqrt{17}}{2}}", HMMT_GOLD, False, "math_verify"),
-    # unparseable answers: empty parse -> exact fallback (the METHODS.md trap)
+    # unparseable answers: empty parse -> exact fallback (the literal-port trap)
     (r"\boxed{}", "5", False, "exact_fallback"),
     (r"\boxed{\ldots}", r"\ldots", True, "exact_fallback"),
     (r"\boxed{---}", "---", True, "exact_fallback"),

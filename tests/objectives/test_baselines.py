@@ -1,7 +1,7 @@
 """Tests for ``dashrepro.objectives.baselines``: EOPD and AVSD against literal reference ports.
 
-EOPD: METHODS.md "Baselines", SaFo-Lab/PW-OPSD ``ea_opsd_trainer.py``; AVSD: METHODS.md
-"Baselines", duykhuongnguyen/AVSD ``src/avsd/common/multiview_distill.py``.
+EOPD: SaFo-Lab/PW-OPSD ``ea_opsd_trainer.py``; AVSD: duykhuongnguyen/AVSD
+``src/avsd/common/multiview_distill.py``.
 
 Run: ``.venv/bin/pytest tests/objectives -q`` (CPU, small V, well under a minute).
 """
@@ -20,7 +20,7 @@ from objectives_helpers import SETTINGS, _gen, _logits, _mask, _pad
 from dashrepro import objectives as obj
 
 # ----------------------------------------------------------------------------------------------
-# EOPD (METHODS.md "Baselines"; SaFo-Lab/PW-OPSD ea_opsd_trainer.py)
+# EOPD (SaFo-Lab/PW-OPSD ea_opsd_trainer.py)
 # ----------------------------------------------------------------------------------------------
 
 
@@ -69,7 +69,7 @@ def test_eopd_matches_reference_value_and_gradient(threshold):
 
 
 # ----------------------------------------------------------------------------------------------
-# AVSD (METHODS.md "Baselines"; duykhuongnguyen/AVSD src/avsd/common/multiview_distill.py)
+# AVSD (duykhuongnguyen/AVSD src/avsd/common/multiview_distill.py)
 # ----------------------------------------------------------------------------------------------
 
 

@@ -63,7 +63,7 @@ class Layout:
 #   scripts reading row["solution"], row["Answer"], row["generated_token_count"]); the OPSD
 #   authors' own opsd_train.py / data_collator.py (siyan-zhao/OPSD @ c181e5b) read the defaults
 #   problem_field="problem", solution_field="solution". The `Question` column named in
-#   METHODS.md and in our brief was NOT found in any card or code, so the problem is taken from
+#   in the project's planning notes was NOT found in any card or code, so the problem is taken from
 #   `Question` when present and otherwise from `problem`; DataReport.column_map records which.
 #   No id column is known: ids are openthoughts-<row:05d>.
 # - hf_aime_2024: CONFIRMED from the dataset card (HuggingFaceH4/aime_2024 README @ 2fe88a2:

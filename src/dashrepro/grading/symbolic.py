@@ -5,7 +5,7 @@ extraction and equivalence checking").
 timeout -> exact-match fallback; :func:`grade_batch` runs it in killable worker processes. (The
 outcome reward of the GRPO hybrid is ``grading.reward``, never used for reported scores.)
 
-Protocol of :func:`grade_response` (decisions that METHODS.md asks to make explicitly)
+Protocol of :func:`grade_response` (the decisions the paper leaves open, made explicit)
 --------------------------------------------------------------------------------------
 1. ``extracted = extract_last_boxed(response)``; ``None`` -> ``correct=False``,
    ``path="no_boxed"``.
@@ -16,7 +16,7 @@ Protocol of :func:`grade_response` (decisions that METHODS.md asks to make expli
    then ``math_verify.verify(gold_parsed, pred_parsed, timeout_seconds=T,
    raise_on_error=True)`` -- gold first because verify is asymmetric. ``T`` is
    ``ceil(timeout_s)`` (``signal.alarm`` only takes whole seconds); default 5 s.
-4. The METHODS.md trap ("with defaults parse returns [] and verify returns False instead
+4. The trap of a literal port ("with defaults parse returns [] and verify returns False instead
    of raising, so a literal port never reaches the fallback") is closed two ways:
    ``raise_on_error=True`` makes real parse/verify exceptions propagate, AND an empty
    parse on either side (math-verify swallows latex2sympy failures internally and

@@ -1,4 +1,4 @@
-"""The EOPD and AVSD baselines (METHODS.md "Baselines"), ported from their public code.
+"""The EOPD and AVSD baselines, ported from their public code (SaFo-Lab/PW-OPSD, duykhuongnguyen/AVSD).
 
 EOPD follows SaFo-Lab/PW-OPSD ``ea_opsd_trainer.py`` and runs on the chunked kernels of
 :mod:`.kernels`; AVSD follows duykhuongnguyen/AVSD ``src/avsd/common/multiview_distill.py``
@@ -65,7 +65,7 @@ def eopd_token_loss(
     top_k: int = 16,
     chunk_size: int | None = None,
 ) -> tuple[Tensor, dict[str, float]]:
-    """EOPD per-token objective, global token mean (METHODS.md "Baselines").
+    """EOPD per-token objective, global token mean (SaFo-Lab/PW-OPSD ``ea_opsd_trainer.py``).
 
     ``L_t = L_t^OPD + 1[H_t > entropy_threshold] L_t^FKL`` with
     ``L^OPD = -sg[log pT(y_t) - log pS(y_t)] log pS(y_t)`` (on-policy, ratio 1; the gradient
@@ -118,7 +118,7 @@ def avsd_target_logprobs(
     mask: Tensor,
     eps: float = _AVSD_EPS,
 ) -> tuple[Tensor, dict[str, Tensor]]:
-    """AVSD sampled-token target ``log q(y_t)`` (METHODS.md "Baselines", AVSD).
+    """AVSD sampled-token target ``log q(y_t)`` (duykhuongnguyen/AVSD ``multiview_distill.py``).
 
     ``view_logprobs`` ``[V, B, T]``: log-prob of the sampled token ``y_t`` under each privileged
     teacher view (full solution, first half of the solution, final answer only);
@@ -186,7 +186,7 @@ def avsd_target_logprobs(
 
 
 def avsd_token_loss(student_logprobs: Tensor, target: Tensor, mask: Tensor) -> Tensor:
-    """AVSD sampled-token loss, global token mean (METHODS.md "Baselines", AVSD).
+    """AVSD sampled-token loss, global token mean (duykhuongnguyen/AVSD ``multiview_distill.py``).
 
     ``L = -(1/N) sum_{b,t} sg[target_t - log pS(y_t)] log pS(y_t)`` over the ``N`` real tokens
     of the whole micro-batch (not per sequence): ``sampled_token_tinker_loss_from_log_probs`` in

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-DIVERGENCES = ("forward_kl", "reverse_kl", "jsd")
+from dashrepro.parameters import DIVERGENCES  # the one list of names (config reads it too)
 
 _LOG2 = math.log(2.0)
 

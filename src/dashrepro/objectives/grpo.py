@@ -63,7 +63,7 @@ def discounted_token_advantages(
     ``A_t = a_t + gamma lambda A_{t+1}`` with ``A`` = 0 past each rollout's last real token, so
     the recursion starts at ``A_T = a_T`` and padded positions are 0 and contribute nothing.
     The paper's appendix ``sec:outcome_optimization`` only says that the GRPO path uses
-    ``gamma = lambda = 0.95`` aggregation (METHODS.md "Baselines", GRPO hybrid); the formula is
+    ``gamma = lambda = 0.95`` aggregation (the paper's outcome-level hybrid); the formula is
     the GAE recursion (Schulman et al. 2016) with per-token terms ``a_t``, the same backward
     recursion as DASH's Eq. ``dash_recursion`` with a constant gate ``gamma lambda``. Only the
     product ``gamma lambda`` matters. With the GRPO sequence advantage broadcast to every token
