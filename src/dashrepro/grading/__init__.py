@@ -12,6 +12,7 @@ from dashrepro.grading.symbolic import (
     exact_fallback_match,
     extract_last_boxed,
     grade_response,
+    normalise_box,
 )
 
 __all__ = [
@@ -21,6 +22,7 @@ __all__ = [
     "extract_last_boxed",
     "grade_batch",
     "grade_response",
+    "normalise_box",
     "reward_exact_match",
     "strip_string",
 ]

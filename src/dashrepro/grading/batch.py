@@ -28,6 +28,7 @@ from dashrepro.grading.symbolic import (
     exact_fallback_match,
     extract_last_boxed,
     grade_response,
+    normalise_box,
 )
 
 __all__ = ["grade_batch"]
@@ -288,7 +289,7 @@ class _GradingPool:
         idx, ext, gold = slot.chunk[slot.pos]
         rest = slot.chunk[slot.pos + 1 :]
         elapsed = time.monotonic() - slot.item_t0
-        ok = exact_fallback_match(ext, gold)
+        ok = exact_fallback_match(normalise_box(ext), normalise_box(gold))
         if hard_timeout:
             self._record(idx, _result(ok, ext, "timeout", elapsed, "hard timeout: worker killed"))
         else:

@@ -9,8 +9,11 @@ Protocol of :func:`grade_response` (the decisions the paper leaves open, made ex
 --------------------------------------------------------------------------------------
 1. ``extracted = extract_last_boxed(response)``; ``None`` -> ``correct=False``,
    ``path="no_boxed"``.
-2. Prediction and gold are wrapped in ``$...$`` when they contain none of the math
-   delimiters ``$``, ``\\(``, ``\\[``.
+2. Both are normalised (:func:`normalise_box`): surrounding whitespace and newlines
+   stripped (``\\boxed{\n8\\sqrt{10}\n}``), trailing sentence punctuation removed
+   (``2^{10}.``, ``\\frac{4}{9}.``), and ``\\$`` -- an escaped dollar, a currency sign -- dropped,
+   so it is not taken for a math delimiter (``\\$204``). Then each is wrapped in ``$...$``
+   when it contains none of the math delimiters ``$``, ``\\(``, ``\\[``.
 3. Both are parsed with ``math_verify.parse(s, fallback_mode="no_fallback",
    parsing_timeout=T, raise_on_error=True)`` (default extraction configs), gold first,
    then ``math_verify.verify(gold_parsed, pred_parsed, timeout_seconds=T,
@@ -58,6 +61,11 @@ thread because the grading happens in the main thread of worker processes
 user, a calling *script* needs the ``if __name__ == "__main__":`` guard (the children
 import the parent's main module); without it the workers fail to start and grade_batch
 raises ``RuntimeError`` after three start-up failures.
+
+What the protocol knowingly gets wrong (each pinned by a test in ``tests/grading``): a
+thin-space thousands separator (``1\\,000`` is not 1000), a ``\\pmod`` suffix (``5 \\pmod{7}``
+is not 5), and ``\\pm 2`` against a single-valued gold ``2`` (it does equal the two-valued gold
+``2, -2``): math-verify reads them literally, and so does the paper's protocol.
 
 Hard timeout: with CPython 3.11, sympy 1.14 and math-verify 0.9.0 (no gmpy2), the
 exponent tower ``9^{9^{9^{9^{9}}}}`` vs ``1`` is in fact stopped by math-verify's SIGALRM
@@ -150,6 +158,21 @@ def _wrap_math(s: str) -> str:
     return f"${s}$"
 
 
+# Sentence punctuation a model puts at the end of a box ("\\boxed{2^{10}.}"); a backslash
+# before it makes it LaTeX ("\\," is a thin space), so that stays.
+_TRAILING_PUNCTUATION = re.compile(r"(?<!\\)[.,;:]\s*$")
+
+
+def normalise_box(content: str) -> str:
+    """The box content math-verify and the exact rule see: surrounding whitespace and newlines
+    stripped, trailing sentence punctuation removed, ``\\$`` (an escaped dollar: a currency
+    sign, text) removed so that it is not taken for a math delimiter."""
+    s = content.replace("\\$", "").strip()
+    while _TRAILING_PUNCTUATION.search(s) and len(s) > 1:
+        s = _TRAILING_PUNCTUATION.sub("", s).rstrip()
+    return s
+
+
 def _exact_key(s: str) -> str:
     return s.replace("$", "").replace(" ", "").lower()
 
@@ -233,7 +256,9 @@ def _grade_extracted(extracted: str | None, gold: str, timeout_s: float) -> dict
 
     secs = max(1, math.ceil(timeout_s))
     try:
-        pred_in = _wrap_math(extracted)
+        pred = normalise_box(extracted)
+        gold = normalise_box(gold)
+        pred_in = _wrap_math(pred)
         gold_in = _wrap_math(gold)
     except Exception as e:  # not from math-verify: our own failure
         ok = exact_fallback_match(extracted, gold) if isinstance(gold, str) else False
@@ -243,7 +268,7 @@ def _grade_extracted(extracted: str | None, gold: str, timeout_s: float) -> dict
         pred_parsed = _parse_cached(math_verify, pred_in, secs)
         if not gold_parsed or not pred_parsed:
             side = "gold" if not gold_parsed else "prediction"
-            ok = exact_fallback_match(extracted, gold)
+            ok = exact_fallback_match(pred, gold)
             return _result(
                 ok, extracted, "exact_fallback", time.perf_counter() - t0, f"empty parse ({side})"
             )
@@ -252,7 +277,7 @@ def _grade_extracted(extracted: str | None, gold: str, timeout_s: float) -> dict
         # "\frac{1}{\sqrt[}{x}^^_\begin{matrix} 3". Only a parse of the first match -- the
         # whole box -- may decide the verdict; otherwise the exact rule does.
         if not _parse_cached(math_verify, pred_in, secs, extraction_mode="first_match"):
-            ok = exact_fallback_match(extracted, gold)
+            ok = exact_fallback_match(pred, gold)
             return _result(
                 ok,
                 extracted,
@@ -263,10 +288,10 @@ def _grade_extracted(extracted: str | None, gold: str, timeout_s: float) -> dict
         ok = math_verify.verify(gold_parsed, pred_parsed, timeout_seconds=secs, raise_on_error=True)
         return _result(bool(ok), extracted, "math_verify", time.perf_counter() - t0)
     except TimeoutException as e:
-        ok = exact_fallback_match(extracted, gold)
+        ok = exact_fallback_match(pred, gold)
         return _result(ok, extracted, "timeout", time.perf_counter() - t0, str(e))
     except Exception as e:
-        ok = exact_fallback_match(extracted, gold)
+        ok = exact_fallback_match(pred, gold)
         return _result(ok, extracted, "exact_fallback", time.perf_counter() - t0, repr(e))
 
 
