@@ -301,3 +301,47 @@ def test_deepspeed_config_gets_the_run_batch_sizes(repo_root):
     # Paper, 1.7B: 4 per GPU x 2 accumulation x 8 GPUs = global batch 64.
     assert config["train_batch_size"] == 64
     assert config["gradient_accumulation_steps"] == 2 and config["gradient_clipping"] == 1.0
+
+
+def test_loss_temperature_tempers_both_distributions_before_the_signal():
+    """train.loss_temperature: the reference divides student and teacher logits by the rollout
+    temperature before the log-softmax; r_t, its clip and the gates follow."""
+    from dashrepro.training.losses import method_loss
+    from dashrepro.training.methods import MethodSpec
+
+    torch.manual_seed(0)
+    student = torch.randn(2, 5, 11, requires_grad=True)
+    teacher = torch.randn(2, 5, 11)
+    tokens = torch.randint(0, 11, (2, 5))
+    mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.float)
+    spec = {"aggregation": "dash", "divergence": "forward_kl", "tau": 0.05, "params": {"kappa": 5.0}}
+    method = MethodSpec.from_config("dash", spec)
+    tempered = method_loss(method, student, [teacher], tokens, mask, temperature=1.1)
+
+    # Direct computation: clipped forward-KL summands of the tempered distributions.
+    log_s = torch.log_softmax(student / 1.1, dim=-1)
+    log_t = torch.log_softmax(teacher / 1.1, dim=-1)
+    summands = (log_t.exp() * (log_t - log_s)).clamp(max=0.05)
+    r = torch.where(mask.bool(), summands.sum(-1), torch.zeros(()))
+    expected = objectives.aggregate("dash", r, mask, kappa=5.0).loss
+    assert torch.allclose(tempered.loss, expected, atol=1e-6)
+    assert torch.allclose(tempered.trace["r"], r.detach(), atol=1e-6)
+    plain = method_loss(method, student, [teacher], tokens, mask)
+    assert not torch.allclose(plain.loss, tempered.loss)
+    assert torch.equal(
+        plain.loss, method_loss(method, student, [teacher], tokens, mask, temperature=1.0).loss
+    )
+
+
+def test_a_training_step_under_the_loss_temperature(tiny_setup, tmp_path, default_config):
+    folder, data, _ = tiny_setup
+    train = {"steps": 1, "checkpoint_every": 1, "lr": 1e-3, "micro_batch_size": 3,
+             "grad_accumulation": 1, "max_new_tokens": 8, "temperature": 1.1, "top_p": 0.95,
+             "top_k": 20, "loss_temperature": 1.1}  # fmt: skip
+    metrics = train_run(
+        base_model_dir=folder, train_parquet=data, out_dir=tmp_path,
+        method=MethodSpec.from_config("dash", default_config["methods"]["dash"]),
+        train=train, lora=LORA, protocol=TeacherProtocol.from_config(default_config["protocol"]),
+        seed=0, log=lambda _: None,
+    )  # fmt: skip
+    assert metrics["loss"].notna().all() and (tmp_path / "checkpoint-1").is_dir()

@@ -173,9 +173,23 @@ def method_loss(
     tokens: torch.Tensor,
     mask: torch.Tensor,
     advantages: torch.Tensor | None = None,
+    *,
+    temperature: float = 1.0,
 ) -> MicroLoss:
     """The objective of ``method`` on one micro-batch of rollouts (all tensors [B, T(, V)]),
-    plus the GRPO term when the method has one (``advantages``: one per rollout)."""
+    plus the GRPO term when the method has one (``advantages``: one per rollout).
+
+    ``temperature`` (``train.loss_temperature``) divides the student's and every teacher
+    view's logits before any log-softmax, as the reference trainers do with the rollout
+    temperature (siyan-zhao/OPSD ``opsd_trainer.py``: ``student_logits / temperature`` before
+    ``F.log_softmax``): the local signal, its clip, the teacher entropy, the gates and the GRPO
+    log-probabilities all see the tempered distributions. At 1.0 the logits are used as given.
+    """
+    if temperature <= 0:
+        raise ValueError(f"loss temperature must be positive, got {temperature!r}")
+    if temperature != 1.0:
+        student_logits = student_logits / temperature
+        view_logits = [logits / temperature for logits in view_logits]
     if method.objective not in OBJECTIVE_LOSSES:
         raise ValueError(
             f"objective {method.objective!r} has no loss in training.losses.OBJECTIVE_LOSSES "

@@ -353,7 +353,13 @@ class DistillationRecipe:
         student_logits = self._student_logits(share, kept, kept_responses, dropout_seed)
         kept_advantages = None if advantages is None else advantages[kept].to(self.device)
         result = method_loss(
-            self.method, student_logits, view_logits, tokens, mask, kept_advantages
+            self.method,
+            student_logits,
+            view_logits,
+            tokens,
+            mask,
+            kept_advantages,
+            temperature=float(self.spec.train.get("loss_temperature", 1.0)),
         )
         self.accelerator.backward(result.loss)
         tally.timings["student"] += time.perf_counter() - t0
