@@ -50,6 +50,8 @@ GENERATION_KEYS = (
 )
 GRADING_KEYS = ("grading_workers", "grading_timeout_s")
 GENERATION = {key: config["evaluation"].get(key) for key in GENERATION_KEYS}
+if "prompt" in config["evaluation"]:  # absent: the bare problem (no params change, no rerun)
+    GENERATION["prompt"] = config["evaluation"]["prompt"]
 if GENERATION["backend"] != "vllm":
     GENERATION.pop("vllm")  # vLLM settings do not change what HF generate samples
 GRADING = {key: config["evaluation"][key] for key in GRADING_KEYS}

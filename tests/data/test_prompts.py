@@ -75,3 +75,21 @@ def test_tiny_tokenizer_round_trips_and_splits_digits(tiny_tokenizer):
     ]
     assert all(len(d.strip()) == 1 for d in digits)
     assert tiny_tokenizer.eos_token == "<|im_end|>" and tiny_tokenizer.pad_token == "<|endoftext|>"
+
+
+def test_evaluation_prompt_with_the_boxed_instruction_is_the_opsd_eval_scripts(qwen3_tokenizer):
+    """siyan-zhao/OPSD eval/evaluate_math.py: one user turn, f"{problem}\\n\\nPlease reason step
+    by step, and put your final answer within \\\\boxed{{}}.", chat template, thinking on."""
+    from dashrepro.data.prompts import EVALUATION_INSTRUCTIONS, render_student_prompt
+
+    problem = "Find $x$ if $2x = 6$."
+    rendered = render_student_prompt(
+        qwen3_tokenizer, problem, EVALUATION_INSTRUCTIONS["boxed_instruction"]
+    )
+    assert rendered == (
+        "<|im_start|>user\nFind $x$ if $2x = 6$.\n\nPlease reason step by step, and put your "
+        "final answer within \\boxed{}.<|im_end|>\n<|im_start|>assistant\n"
+    )
+    bare = render_student_prompt(qwen3_tokenizer, problem, EVALUATION_INSTRUCTIONS["problem"])
+    assert bare == render_student_prompt(qwen3_tokenizer, problem)
+    assert bare == "<|im_start|>user\nFind $x$ if $2x = 6$.<|im_end|>\n<|im_start|>assistant\n"

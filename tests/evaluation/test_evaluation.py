@@ -301,3 +301,16 @@ def test_summary_is_checked_against_its_samples(tmp_path):
     samples_path.write_bytes(b"garbage")  # a corrupt samples file
     with pytest.raises(UnreadableFileError, match="samples.parquet: cannot read as parquet"):
         load_checked_summary(summary_path, samples_path, ["b"])
+
+
+def test_evaluation_prompt_setting_reaches_the_sampled_prompts(generation_job, tmp_path):
+    from dashrepro.evaluation.responses import generate_policy_responses
+
+    job, _ = generation_job
+    shards = tmp_path / "shards"
+    generate_policy_responses(shard_dir=shards, **job)
+    boxed = {**job, "generation": {**job["generation"], "prompt": "boxed_instruction"}}
+    lines = []
+    generate_policy_responses(shard_dir=shards, log=lines.append, **boxed)
+    discarded = [line for line in lines if line.startswith("discarding")]
+    assert len(discarded) == 3 and all("prompts changed" in line for line in discarded)

@@ -50,10 +50,23 @@ class TeacherProtocol:
         )
 
 
-def render_student_prompt(tokenizer, problem: str) -> str:
-    """The student's prompt text: the problem in the chat template, thinking mode on."""
+#: The evaluation prompts (``evaluation.prompt``): what follows the problem in the user turn.
+#: ``boxed_instruction`` is the OPSD evaluation script's (siyan-zhao/OPSD
+#: ``eval/evaluate_math.py``: ``f"{problem}\n\nPlease reason step by step, and put your final
+#: answer within \\boxed{{}}."``), which the paper's grading protocol and the Base/SFT/GRPO rows it
+#: copies from Zhao et al. follow; ``problem`` is the bare problem (the training prompt).
+EVALUATION_INSTRUCTIONS: dict[str, str | None] = {
+    "problem": None,
+    "boxed_instruction": "Please reason step by step, and put your final answer within \\boxed{}.",
+}
+
+
+def render_student_prompt(tokenizer, problem: str, instruction: str | None = None) -> str:
+    """The student's prompt text: the problem (then ``instruction`` after a blank line, if
+    given) in the chat template, thinking mode on."""
+    content = problem if instruction is None else f"{problem}\n\n{instruction}"
     return tokenizer.apply_chat_template(
-        [{"role": "user", "content": problem}],
+        [{"role": "user", "content": content}],
         tokenize=False,
         add_generation_prompt=True,
         enable_thinking=True,

@@ -22,7 +22,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from dashrepro.data.prompts import TeacherProtocol, render_student_prompt, render_teacher_prompt
+from dashrepro.data.prompts import (
+    EVALUATION_INSTRUCTIONS,
+    TeacherProtocol,
+    render_student_prompt,
+    render_teacher_prompt,
+)
 from dashrepro.io import (
     UnreadableFileError,
     read_parquet,
@@ -107,10 +112,13 @@ def _reuse_shard(path: Path, wanted: dict, log) -> pd.DataFrame | None:
     return None
 
 
-def shard_prompts(tokenizer, rows, prompt_role: str, protocol: TeacherProtocol | None) -> list[str]:
-    """One rendered prompt per problem: the student's, or the privileged teacher's."""
+def shard_prompts(
+    tokenizer, rows, prompt_role: str, protocol: TeacherProtocol | None, instruction: str | None
+) -> list[str]:
+    """One rendered prompt per problem: the student's (with the evaluation ``instruction``),
+    or the privileged teacher's."""
     if prompt_role == "student":
-        return [render_student_prompt(tokenizer, row.problem) for row in rows]
+        return [render_student_prompt(tokenizer, row.problem, instruction) for row in rows]
     if prompt_role == "teacher":
         return [
             render_teacher_prompt(tokenizer, row.problem, row.reference_solution, protocol)
@@ -157,6 +165,7 @@ def generate_samples(
     shard_size: int = 30,
     shard_dir: str | Path | None = None,
     base_model_fingerprint: str | None = None,
+    instruction: str | None = None,
     log=None,
 ) -> pd.DataFrame:
     """k sampled responses per problem of each benchmark, one row per sample, not yet graded.
@@ -194,7 +203,7 @@ def generate_samples(
     frames = []
     generation_seconds = 0.0
     for shard_index, (bench, rows) in enumerate(shards):
-        prompts = shard_prompts(sampler.tokenizer, rows, prompt_role, protocol)
+        prompts = shard_prompts(sampler.tokenizer, rows, prompt_role, protocol, instruction)
         wanted = {
             **inputs,
             "problems": shard_problems_digest(bench, rows),
@@ -273,5 +282,6 @@ def generate_policy_responses(
         shard_size=generation["shard_size"],
         shard_dir=shard_dir,
         base_model_fingerprint=source_fingerprint(base_model_dir) if shard_dir else None,
+        instruction=EVALUATION_INSTRUCTIONS[generation.get("prompt", "problem")],
         log=log,
     )
