@@ -93,3 +93,41 @@ def test_evaluation_prompt_with_the_boxed_instruction_is_the_opsd_eval_scripts(q
     bare = render_student_prompt(qwen3_tokenizer, problem, EVALUATION_INSTRUCTIONS["problem"])
     assert bare == render_student_prompt(qwen3_tokenizer, problem)
     assert bare == "<|im_start|>user\nFind $x$ if $2x = 6$.<|im_end|>\n<|im_start|>assistant\n"
+
+
+def _reference_collator_teacher_message(problem: str, solution: str, transition: str) -> str:
+    """A literal port of the reference collators' teacher message with reason_first off
+    (duykhuongnguyen/AVSD src/avsd/math/data_collator.py, SaFo-Lab/PW-OPSD
+    code/data_collator.py): ``transition_prompt`` is "\\n\\n" + the instruction + "\\n"."""
+    transition_prompt = f"\n\n{transition}\n"
+    return (
+        f"Problem: {problem}\n\n"
+        f"Here is a reference solution to this problem:\n"
+        f"=== Reference Solution Begin ===\n{solution}\n=== Reference Solution End ===\n"
+        f"{transition_prompt}\n"
+        f"Please reason step by step, and put your final answer within \\boxed{{}}."
+    )
+
+
+def test_transition_only_teacher_context_is_the_reference_collators(
+    qwen3_tokenizer, default_config
+):
+    from dashrepro.data.prompts import TeacherProtocol, render_teacher_prompt
+
+    protocol = TeacherProtocol.from_config(
+        {**default_config["protocol"], "teacher_context": "transition_only"}
+    )
+    problem, solution = "Compute $3+4$.", "Adding, $3+4=7$. The final answer is $\\boxed{7}$."
+    expected_message = _reference_collator_teacher_message(
+        problem, solution, default_config["protocol"]["transition_instruction"]
+    )
+    assert protocol.user_message(problem, solution) == expected_message
+    assert "Please analyze this solution" not in expected_message  # no analysis instruction
+    rendered = render_teacher_prompt(qwen3_tokenizer, problem, solution, protocol)
+    reference = qwen3_tokenizer.apply_chat_template(
+        [{"role": "user", "content": expected_message}],
+        tokenize=False, add_generation_prompt=True, enable_thinking=True,
+    )  # fmt: skip
+    assert rendered == reference
+    literal = TeacherProtocol.from_config(default_config["protocol"])
+    assert literal.context == "literal" and "analyze" in literal.user_message(problem, solution)

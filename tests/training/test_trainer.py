@@ -314,7 +314,12 @@ def test_loss_temperature_tempers_both_distributions_before_the_signal():
     teacher = torch.randn(2, 5, 11)
     tokens = torch.randint(0, 11, (2, 5))
     mask = torch.tensor([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], dtype=torch.float)
-    spec = {"aggregation": "dash", "divergence": "forward_kl", "tau": 0.05, "params": {"kappa": 5.0}}
+    spec = {
+        "aggregation": "dash",
+        "divergence": "forward_kl",
+        "tau": 0.05,
+        "params": {"kappa": 5.0},
+    }
     method = MethodSpec.from_config("dash", spec)
     tempered = method_loss(method, student, [teacher], tokens, mask, temperature=1.1)
 
@@ -342,6 +347,21 @@ def test_a_training_step_under_the_loss_temperature(tiny_setup, tmp_path, defaul
         base_model_dir=folder, train_parquet=data, out_dir=tmp_path,
         method=MethodSpec.from_config("dash", default_config["methods"]["dash"]),
         train=train, lora=LORA, protocol=TeacherProtocol.from_config(default_config["protocol"]),
+        seed=0, log=lambda _: None,
+    )  # fmt: skip
+    assert metrics["loss"].notna().all() and (tmp_path / "checkpoint-1").is_dir()
+
+
+def test_a_training_step_with_the_transition_only_teacher(tiny_setup, tmp_path, default_config):
+    folder, data, _ = tiny_setup
+    train = {"steps": 1, "checkpoint_every": 1, "lr": 1e-3, "micro_batch_size": 3,
+             "grad_accumulation": 1, "max_new_tokens": 8, "temperature": 1.1, "top_p": 0.95,
+             "top_k": 20}  # fmt: skip
+    protocol = {**default_config["protocol"], "teacher_context": "transition_only"}
+    metrics = train_run(
+        base_model_dir=folder, train_parquet=data, out_dir=tmp_path,
+        method=MethodSpec.from_config("opsd", default_config["methods"]["opsd"]),
+        train=train, lora=LORA, protocol=TeacherProtocol.from_config(protocol),
         seed=0, log=lambda _: None,
     )  # fmt: skip
     assert metrics["loss"].notna().all() and (tmp_path / "checkpoint-1").is_dir()

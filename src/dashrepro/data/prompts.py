@@ -22,6 +22,24 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+#: The teacher's user message of the reference collators without the generated analysis
+#: (duykhuongnguyen/AVSD ``src/avsd/math/data_collator.py`` lines 161-168, SaFo-Lab/PW-OPSD
+#: ``code/data_collator.py`` lines 97-112, both with ``reason_first`` off, as every released
+#: launcher runs them): the problem, the delimited reference solution, the transition
+#: instruction (the collators' ``transition_prompt`` is it with "\n\n" before and "\n" after),
+#: and the boxed line.
+TRANSITION_ONLY_TEMPLATE = (
+    "Problem: {problem}\n\n"
+    "Here is a reference solution to this problem:\n"
+    "=== Reference Solution Begin ===\n{reference_solution}\n=== Reference Solution End ===\n"
+    "\n\n{transition_instruction}\n"
+    "\nPlease reason step by step, and put your final answer within \\boxed{{}}."
+)
+
+#: ``protocol.teacher_context``: ``literal`` (the configured ``teacher_message_template``, both
+#: instruction strings in one message) or ``transition_only`` (the reference collators' layout).
+TEACHER_CONTEXTS = ("literal", "transition_only")
+
 
 @dataclass(frozen=True)
 class TeacherProtocol:
@@ -30,18 +48,31 @@ class TeacherProtocol:
     template: str
     analysis_instruction: str
     transition_instruction: str
+    context: str = "literal"
 
     @classmethod
     def from_config(cls, protocol: Mapping) -> TeacherProtocol:
+        context = protocol.get("teacher_context", "literal")
+        if context not in TEACHER_CONTEXTS:
+            raise ValueError(
+                f"protocol.teacher_context: {context!r} is not one of {TEACHER_CONTEXTS}"
+            )
         return cls(
             template=protocol["teacher_message_template"],
             analysis_instruction=protocol["analysis_instruction"],
             transition_instruction=protocol["transition_instruction"],
+            context=context,
         )
 
     def user_message(self, problem: str, reference_solution: str) -> str:
         if not reference_solution or not reference_solution.strip():
             raise ValueError("the privileged teacher needs a non-empty reference solution")
+        if self.context == "transition_only":
+            return TRANSITION_ONLY_TEMPLATE.format(
+                problem=problem,
+                reference_solution=reference_solution,
+                transition_instruction=self.transition_instruction,
+            )
         return self.template.format(
             problem=problem,
             reference_solution=reference_solution,
