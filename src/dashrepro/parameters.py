@@ -95,8 +95,9 @@ class Objective:
     """A training objective: its parameters, the teacher views it scores, what it is.
 
     ``teacher_views`` name the reference texts the privileged teacher is conditioned on, each a
-    forward pass: ``full`` (the reference solution), ``first_half`` (its first half, cut at a
-    word boundary) and ``answer_only`` ("The final answer is \\boxed{...}."). Only ``distill``
+    forward pass (``dashrepro.training.views``): ``full`` (the protocol's message around the
+    reference solution), and AVSD's ``full_solution``, ``partial_solution`` and ``answer_only``
+    in AVSD's own message. Only ``distill``
     uses an aggregation; the others have their own per-token loss and take ``aggregation: opsd``
     with no ``params``.
     """
@@ -127,7 +128,7 @@ OBJECTIVES: dict[str, Objective] = {
     ),
     "avsd": Objective(
         params={},
-        teacher_views=("full", "first_half", "answer_only"),
+        teacher_views=("full_solution", "partial_solution", "answer_only"),
         uses_aggregation=False,
         meaning="AVSD: a sampled-token target mixed from three teacher views",
     ),

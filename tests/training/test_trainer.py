@@ -212,16 +212,45 @@ def test_every_configured_method_trains_through_the_trainer(
     assert any(bool(t.abs().sum() > 0) for k, t in trained.items() if "lora_B" in k)
 
 
-def test_avsd_teacher_views_are_full_half_and_answer_only():
-    from dashrepro.training.trainer import teacher_views
+def _reference_partial_solution(solution: str, keep_ratio: float = 0.5) -> str:
+    """duykhuongnguyen/AVSD src/avsd/math/privileged_views.py ``build_partial_solution`` on a
+    solution whose paragraphs are its segments (a literal port of that path)."""
+    import math
+    import re
 
+    base = solution[: solution.rindex("\\boxed{")].strip()  # the last box cut
+    segments = [s.strip() for s in re.split(r"\n\s*\n+", base) if s.strip()]
+    keep = min(max(1, math.ceil(keep_ratio * len(segments))), len(segments) - 1)
+    notice = "[The reference above is incomplete and may omit later steps or the final answer.]"
+    return "\n\n".join(segments[:keep]).strip() + "\n\n" + notice
+
+
+def test_avsd_teacher_views_are_avsds_own(default_config):
+    from dashrepro.training.trainer import teacher_messages
+    from dashrepro.training.views import avsd_message, partial_solution
+
+    protocol = TeacherProtocol.from_config(default_config["protocol"])
+    solution = "First, 2 + 3 = 5.\n\nThen check: 5 - 3 = 2.\n\nSo the answer is \\boxed{5}."
     spec = MethodSpec("avsd", "opsd", "forward_kl", None, objective="avsd")
-    full, half, answer = teacher_views(spec, "one two three four five six", "42")
-    assert full == "one two three four five six"
-    assert half == "one two" and full.startswith(half)
-    assert answer == "The final answer is \\boxed{42}."
+    full, partial, answer = teacher_messages(spec, "What is 2+3?", solution, "5", protocol)
+    assert full == avsd_message("What is 2+3?", "full_solution", solution)
+    assert partial_solution(solution) == _reference_partial_solution(solution)
+    assert "Begin ===\nFirst, 2 + 3 = 5.\n\nThen check: 5 - 3 = 2.\n\n[The" in partial
+    assert "\\boxed{5}" not in partial.split("Begin ===")[1].split("End ===")[0]
+    assert "Verified final answer: 5\n=== Privileged Reference (answer_only) End ===" in answer
+    assert all(
+        m.endswith("put your final answer within \\boxed{}.") for m in (full, partial, answer)
+    )
     plain = MethodSpec("dash", "dash", "forward_kl", None)
-    assert teacher_views(plain, "sol", "1") == ["sol"]
+    assert teacher_messages(plain, "P", "sol", "1", protocol) == [protocol.user_message("P", "sol")]
+
+
+def test_avsd_partial_view_falls_back_to_sentences_and_characters():
+    from dashrepro.training.views import PARTIAL_NOTICE, partial_solution
+
+    assert partial_solution("One. Two. Three. Four.") == f"One. Two.\n\n{PARTIAL_NOTICE}"
+    assert partial_solution("abcdef") == f"abc\n\n{PARTIAL_NOTICE}"
+    assert partial_solution("\\boxed{7}") == PARTIAL_NOTICE
 
 
 def test_grpo_advantages_without_and_with_aggregation():
@@ -269,10 +298,10 @@ def test_two_processes_read_what_one_process_accumulating_reads():
 
 def test_every_objective_has_a_loss_and_every_teacher_view_a_text():
     from dashrepro.parameters import OBJECTIVES
-    from dashrepro.training.trainer import OBJECTIVE_LOSSES, VIEW_TEXTS
+    from dashrepro.training.trainer import OBJECTIVE_LOSSES, TEACHER_VIEWS
 
     assert set(OBJECTIVE_LOSSES) == set(OBJECTIVES)
-    assert {view for o in OBJECTIVES.values() for view in o.teacher_views} <= set(VIEW_TEXTS)
+    assert {view for o in OBJECTIVES.values() for view in o.teacher_views} <= set(TEACHER_VIEWS)
 
 
 def test_method_spec_is_checked_against_the_objective_registry(default_config):

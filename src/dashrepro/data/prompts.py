@@ -104,13 +104,18 @@ def render_student_prompt(tokenizer, problem: str, instruction: str | None = Non
     )
 
 
-def render_teacher_prompt(
-    tokenizer, problem: str, reference_solution: str, protocol: TeacherProtocol
-) -> str:
-    """The privileged teacher's prompt text; it scores the student's tokens after this prefix."""
+def render_user_turn(tokenizer, content: str) -> str:
+    """One user turn in the chat template, thinking mode on, ready for the assistant's reply."""
     return tokenizer.apply_chat_template(
-        [{"role": "user", "content": protocol.user_message(problem, reference_solution)}],
+        [{"role": "user", "content": content}],
         tokenize=False,
         add_generation_prompt=True,
         enable_thinking=True,
     )
+
+
+def render_teacher_prompt(
+    tokenizer, problem: str, reference_solution: str, protocol: TeacherProtocol
+) -> str:
+    """The privileged teacher's prompt text; it scores the student's tokens after this prefix."""
+    return render_user_turn(tokenizer, protocol.user_message(problem, reference_solution))

@@ -4,27 +4,20 @@ the privileged teacher's views.
 A method names a training objective of ``dashrepro.parameters.OBJECTIVES`` (``distill``,
 ``eopd``, ``avsd``); the objective declares its parameters and the *teacher views* it scores,
 each view one reference text the privileged teacher is conditioned on (one forward pass each).
-``VIEW_TEXTS`` maps a view's name to the function that builds its text from the row's reference
-solution and answer:
+``teacher_messages`` builds the teacher's user message of each view (``training.views``: the
+protocol's message around the reference solution for every objective but AVSD, AVSD's own three
+views for AVSD, a baseline of the paper *DASH: divergence-adaptive supervision horizons*). A new
+view needs a function in ``training.views.TEACHER_VIEWS`` and its name in an objective's
+``teacher_views``.
 
-- ``full``: the reference solution itself (every objective's first view);
-- ``first_half``: the solution cut at the last space before its middle character (a word is
-  never split), trailing whitespace dropped;
-- ``answer_only``: ``The final answer is \\boxed{<answer>}.``
-
-The last two serve AVSD, a baseline of the paper (*DASH: divergence-adaptive supervision
-horizons*), ported from duykhuongnguyen/AVSD. A new view needs a function here and its name in
-an objective's ``teacher_views``.
-
-    from dashrepro.training.methods import MethodSpec, teacher_views
+    from dashrepro.training.methods import MethodSpec, teacher_messages
     spec = MethodSpec.from_config("avsd", config["methods"]["avsd"])
-    teacher_views(spec, "one two three four", "42")
-    # -> ["one two three four", "one two", "The final answer is \\boxed{42}."]
+    teacher_messages(spec, "What is 2+3?", "2+3=5. \\boxed{5}", "5", protocol)  # three messages
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from dashrepro.parameters import OBJECTIVES, check_params
@@ -88,35 +81,14 @@ class MethodSpec:
         return OBJECTIVES[self.objective].teacher_views
 
 
-# ----------------------------------------------------------------------------------------------
-# Teacher views: name -> f(reference_solution, answer) -> the text the teacher sees
-# ----------------------------------------------------------------------------------------------
+def teacher_messages(
+    method: MethodSpec, problem: str, reference_solution: str, answer: str, protocol
+) -> list[str]:
+    """The privileged teacher's user messages for ``method``, one per declared view
+    (``training.views.TEACHER_VIEWS``)."""
+    from dashrepro.training.views import TEACHER_VIEWS
 
-
-def full_view(reference_solution: str, answer: str) -> str:
-    """The reference solution as it is."""
-    return reference_solution
-
-
-def first_half_view(reference_solution: str, answer: str) -> str:
-    """The solution's first half, cut at the last space before the middle character."""
-    middle = len(reference_solution) // 2
-    cut = reference_solution.rfind(" ", 0, middle)
-    return reference_solution[: cut if cut > 0 else middle].rstrip()
-
-
-def answer_only_view(reference_solution: str, answer: str) -> str:
-    """The final answer alone, boxed."""
-    return f"The final answer is \\boxed{{{answer}}}."
-
-
-VIEW_TEXTS: dict[str, Callable[[str, str], str]] = {
-    "full": full_view,
-    "first_half": first_half_view,
-    "answer_only": answer_only_view,
-}
-
-
-def teacher_views(method: MethodSpec, reference_solution: str, answer: str) -> list[str]:
-    """The reference texts the privileged teacher sees for ``method``, one per declared view."""
-    return [VIEW_TEXTS[view](reference_solution, answer) for view in method.teacher_view_names]
+    return [
+        TEACHER_VIEWS[view](problem, reference_solution, answer, protocol)
+        for view in method.teacher_view_names
+    ]

@@ -43,7 +43,7 @@ import torch
 from transformers import AutoTokenizer
 
 from dashrepro.config import checkpoint_steps
-from dashrepro.data.prompts import TeacherProtocol, render_teacher_prompt
+from dashrepro.data.prompts import TeacherProtocol, render_user_turn
 from dashrepro.io import atomic_dir, read_parquet, source_fingerprint, write_parquet
 from dashrepro.sampling import derive_seed
 from dashrepro.training import checkpointing
@@ -63,7 +63,7 @@ from dashrepro.training.distributed import (
     zero_backward,
 )
 from dashrepro.training.losses import grpo_sequence_advantages, method_loss
-from dashrepro.training.methods import MethodSpec, teacher_views
+from dashrepro.training.methods import MethodSpec, teacher_messages
 from dashrepro.training.metrics import (
     MicroResult,
     StepTally,
@@ -371,10 +371,10 @@ class DistillationRecipe:
         # One teacher prompt per view and rollout: [rollout][view] (AVSD has three views).
         prompts_by_rollout = [
             [
-                encode(
-                    tokenizer, render_teacher_prompt(tokenizer, problem, view, self.spec.protocol)
+                encode(tokenizer, render_user_turn(tokenizer, message))
+                for message in teacher_messages(
+                    self.method, problem, reference, answer, self.spec.protocol
                 )
-                for view in teacher_views(self.method, reference, answer)
             ]
             for problem, reference, answer in (share.teacher_inputs[i] for i in kept)
         ]

@@ -82,7 +82,7 @@ from dashrepro.training.losses import (
     method_loss,
     sequence_logprobs,
 )
-from dashrepro.training.methods import VIEW_TEXTS, MethodSpec, teacher_views
+from dashrepro.training.methods import MethodSpec, teacher_messages
 from dashrepro.training.metrics import COUNT_KEYS, METRIC_KEYS
 from dashrepro.training.model import load_lora_student, resolve_attn_implementation
 from dashrepro.training.recipe import (
@@ -91,13 +91,14 @@ from dashrepro.training.recipe import (
     RunSpec,
     run_fingerprint_config,
 )
+from dashrepro.training.views import TEACHER_VIEWS
 
 __all__ = [
     "COUNT_KEYS",
     "METRIC_KEYS",
     "OBJECTIVE_LOSSES",
     "RESUME_DIR",
-    "VIEW_TEXTS",
+    "TEACHER_VIEWS",
     "BatchLayout",
     "DistillationRecipe",
     "MethodSpec",
@@ -121,7 +122,7 @@ __all__ = [
     "run_fingerprint_config",
     "run_from_json",
     "sequence_logprobs",
-    "teacher_views",
+    "teacher_messages",
     "train_run",
 ]
 
