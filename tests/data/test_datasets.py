@@ -419,7 +419,7 @@ def test_hub_without_datasets_package_names_the_id(monkeypatch):
     monkeypatch.setitem(sys.modules, "datasets", None)  # makes `import datasets` fail
     spec = {
         "hf_id": "siyanzhao/Openthoughts_math_30k_opsd",
-        "revision": "0123abc",
+        "revision": "0123abc" * 5 + "01234",  # a 40-hex commit
         "layout": "opsd_train",
     }
     with pytest.raises(ds.DataError) as info:
@@ -428,6 +428,30 @@ def test_hub_without_datasets_package_names_the_id(monkeypatch):
     assert "'siyanzhao/Openthoughts_math_30k_opsd'" in message and "`datasets`" in message
     with pytest.raises(ds.DataError, match=r"'HuggingFaceH4/aime_2024'"):
         ds.load_table("HuggingFaceH4/aime_2024", layout="hf_aime_2024", revision="r")
+
+
+@pytest.mark.parametrize("revision", ["main", "0123abc", "v1.0"])
+def test_hub_training_set_must_be_pinned_to_a_commit(monkeypatch, revision):
+    """Checked before anything is downloaded: `datasets` is never imported."""
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    spec = {"hf_id": "siyanzhao/Openthoughts_math_30k_opsd", "revision": revision,
+            "layout": "opsd_train", "expected_size": 29434}  # fmt: skip
+    with pytest.raises(ds.DataError) as info:
+        ds.load_training_set(spec)
+    message = str(info.value)
+    assert f"revision {revision!r} is not a commit" in message and "40-hex" in message
+
+
+def test_training_set_size_after_cleaning_is_checked(tmp_path):
+    rows = [
+        {"problem": f"p{i}", "solution": f"s{i} \\boxed{{{i}}}", "Answer": str(i)} for i in range(4)
+    ]
+    path = write_jsonl(tmp_path / "train.jsonl", rows)
+    spec = {"path": str(path), "sha256": sha256_file(path), "layout": "opsd_train"}
+    frame, _ = ds.load_training_set({**spec, "expected_size": 4})
+    assert len(frame) == 4
+    with pytest.raises(ds.DataError, match="expected 29434 rows after cleaning, got 4"):
+        ds.load_training_set({**spec, "expected_size": 29434})
 
 
 def test_cli_writes_parquet(tmp_path, capsys):

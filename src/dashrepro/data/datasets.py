@@ -361,11 +361,23 @@ def load_benchmark(
     return frame, report
 
 
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
 def load_training_set(
     spec: Mapping, *, base_dir: str | Path | None = None
 ) -> tuple[pd.DataFrame, DataReport]:
     """Load, verify and clean the training set; ``expected_size`` (exact) and ``min_rows`` are
-    optional checks on the cleaned size."""
+    optional checks on the cleaned size. A hub training set must be pinned to a 40-hex commit:
+    a branch name (``main``) can move under a run, so it stops here, before any download."""
+    revision = spec.get("revision") if isinstance(spec, Mapping) else None
+    if isinstance(spec, Mapping) and "hf_id" in spec and not _COMMIT.fullmatch(str(revision)):
+        raise DataError(
+            f"training set {spec['hf_id']!r}: revision {revision!r} is not a commit; pin "
+            "data.training_set.revision to the dataset's 40-hex commit hash (the dataset page's "
+            "'History', or huggingface_hub.HfApi().dataset_info(id).sha) so the data cannot "
+            "change under the run"
+        )
     frame, report, name = _load_spec(spec, "training set", base_dir)
     expected = spec.get("expected_size")
     if expected is not None and len(frame) != int(expected):
