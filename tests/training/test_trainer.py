@@ -394,3 +394,27 @@ def test_a_training_step_with_the_transition_only_teacher(tiny_setup, tmp_path, 
         seed=0, log=lambda _: None,
     )  # fmt: skip
     assert metrics["loss"].notna().all() and (tmp_path / "checkpoint-1").is_dir()
+
+
+@pytest.mark.parametrize("tau", [None, 1e-5])
+def test_traces_hold_the_unclipped_forward_kl_beside_the_signal(
+    tiny_setup, tmp_path, default_config, tau
+):
+    folder, data, _ = tiny_setup
+    train = {"steps": 1, "checkpoint_every": 1, "lr": 1e-3, "micro_batch_size": 3,
+             "grad_accumulation": 1, "max_new_tokens": 8, "temperature": 1.1, "top_p": 0.95,
+             "top_k": 20}  # fmt: skip
+    method = {**default_config["methods"]["dash"], "tau": tau}
+    train_run(
+        base_model_dir=folder, train_parquet=data, out_dir=tmp_path,
+        method=MethodSpec.from_config("dash", method), train=train, lora=LORA,
+        protocol=TeacherProtocol.from_config(default_config["protocol"]), seed=0,
+        log=lambda _: None,
+    )  # fmt: skip
+    traces = pd.read_parquet(tmp_path / "token_traces.parquet")
+    assert traces["divergence"].notna().all() and (traces["divergence"] >= -1e-6).all()
+    if tau is None:  # the method's signal is the unclipped forward KL itself
+        assert (traces["divergence"] - traces["r"]).abs().max() < 1e-6
+    else:  # per-entry clipping only lowers it
+        assert (traces["divergence"] >= traces["r"] - 1e-6).all()
+        assert (traces["divergence"] > traces["r"] + 1e-6).any()

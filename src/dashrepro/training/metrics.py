@@ -137,8 +137,8 @@ def trace_frame(trace: Mapping[str, Any], step: int, n_rollouts: int) -> pd.Data
                 "position": t,
                 "token_id": int(trace["tokens"][b, t]),
             }
-            for key in ("r", "teacher_entropy", "gate", "coefficient"):
-                if key in trace:
+            for key in ("r", "divergence", "teacher_entropy", "gate", "coefficient"):
+                if key in trace and b < trace[key].shape[0]:
                     row[key] = float(trace[key][b, t])
             rows.append(row)
     return pd.DataFrame(rows)

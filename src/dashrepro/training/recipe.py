@@ -42,6 +42,7 @@ import pandas as pd
 import torch
 from transformers import AutoTokenizer
 
+from dashrepro import objectives
 from dashrepro.config import checkpoint_steps
 from dashrepro.data.prompts import TeacherProtocol, render_user_turn
 from dashrepro.io import atomic_dir, read_parquet, source_fingerprint, write_parquet
@@ -361,9 +362,25 @@ class DistillationRecipe:
             kept_advantages,
             temperature=float(self.spec.train.get("loss_temperature", 1.0)),
         )
+        if step in self.trace_at and global_micro == 0:
+            result.trace["divergence"] = self._traced_divergence(student_logits, view_logits, mask)
         self.accelerator.backward(result.loss)
         tally.timings["student"] += time.perf_counter() - t0
         return micro_result(share, kept, result, tokens, mask)
+
+    def _traced_divergence(self, student_logits, view_logits, mask) -> torch.Tensor:
+        """The unclipped forward KL D_t per token of the traced rollouts (the motivation figure's
+        D_t, whatever the method's own signal, clip or objective), at the loss temperature."""
+        n = min(self.spec.trace_rollouts, student_logits.shape[0])
+        temperature = float(self.spec.train.get("loss_temperature", 1.0))
+        with torch.no_grad():
+            return objectives.local_signal(
+                student_logits[:n].detach() / temperature,
+                view_logits[0][:n] / temperature,
+                mask[:n],
+                divergence="forward_kl",
+                tau=None,
+            )
 
     def _teacher_logits(self, share: Share, kept: list[int], responses: list[list[int]]):
         """The teacher's response logits [B, T, V] (fp32, detached), one tensor per view."""

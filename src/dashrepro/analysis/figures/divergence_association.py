@@ -2,7 +2,11 @@
 divergence of its rollout (the paper's motivation figure, panel a).
 
 Drawn from the per-token traces the trainer records for the first rollouts of step 1 and of
-every checkpoint, over the spec's methods and seeds; the correlations are the figure's data.
+every checkpoint, over the spec's methods and seeds. D_t is the *unclipped* forward KL the
+trainer traces beside each method's own signal (column ``divergence``), as the paper plots it;
+option ``signal: r`` plots the method's own (possibly clipped) signal instead. Correlations use
+every token; the scatter shows a sample of at most 2,500 (the paper shows 2,500 of 30k). The
+figure's data names the runs and steps the tokens come from.
 """
 
 from __future__ import annotations
@@ -12,14 +16,16 @@ from collections.abc import Mapping
 import pandas as pd
 
 NEEDS = ("traces",)
-OPTIONS: dict[str, str] = {}
+OPTIONS: dict[str, str] = {
+    "signal": "divergence (default: the unclipped forward KL) or r (the method's own signal)"
+}
 CAPTION = (
     "Local divergence D_t against the mean divergence of the rest of its rollout, from the "
     "training traces; Spearman and Pearson correlations in the title."
 )
 
 
-def future_divergence(traces: pd.DataFrame) -> pd.DataFrame:
+def future_divergence(traces: pd.DataFrame, signal: str = "r") -> pd.DataFrame:
     """Per token: the local signal D_t = r_t and the mean future divergence of its rollout,
     ``D_bar_{>t}`` = mean of r over the later tokens.
 
@@ -29,6 +35,7 @@ def future_divergence(traces: pd.DataFrame) -> pd.DataFrame:
     """
     keys = [c for c in ("run", "step", "rollout") if c in traces.columns]
     frame = traces.sort_values([*keys, "position"]).copy()
+    frame["r"] = frame[signal]
     grouped = frame.groupby(keys, sort=False)["r"]
     later_sum = grouped.transform(lambda r: r[::-1].cumsum()[::-1] - r)
     later_count = grouped.transform(lambda r: pd.Series(range(len(r) - 1, -1, -1), index=r.index))
@@ -70,12 +77,24 @@ def plot_divergence_association(frame: pd.DataFrame, stats: Mapping[str, float],
 def draw(spec: Mapping, inputs: Mapping, context: Mapping):
     from dashrepro.io import read_parquet
 
+    signal = (spec.get("options") or {}).get("signal", "divergence")
+    if signal not in ("divergence", "r"):
+        raise ValueError(
+            f"divergence_association: option signal must be 'divergence' or 'r', got {signal!r}"
+        )
     frames = []
     for path in inputs["traces"]:
         traces = read_parquet(path)
-        if "r" in traces.columns:  # objectives without a local signal (EOPD, AVSD) have none
+        if signal in traces.columns:  # EOPD and AVSD runs trace no local signal `r`
             frames.append(traces.assign(run=path))
-    frame = future_divergence(pd.concat(frames, ignore_index=True))
+    if not frames:
+        raise ValueError(f"no trace among {inputs['traces']} has a {signal!r} column")
+    frame = future_divergence(pd.concat(frames, ignore_index=True), signal)
     stats = divergence_association(frame)
     fig = plot_divergence_association(frame, stats, f"experiment {context['experiment']}")
+    stats["signal"] = signal
+    stats["sources"] = {
+        run: sorted(int(s) for s in steps)
+        for run, steps in frame.groupby("run")["step"].unique().items()
+    }
     return fig, stats
