@@ -68,7 +68,12 @@ def test_opsd_train_parquet_normalised(tmp_path):
     assert list(frame.columns) == list(ds.COLUMNS)
     assert list(frame["id"]) == ["openthoughts-00000", "openthoughts-00003"]
     assert list(frame["answer"]) == ["25", "\\frac{1}{2}"]
-    assert list(frame["reference_solution"]) == ["S0 \\boxed{25}", "S3"]
+    # S3 has no boxed answer: the teacher must see it, so it is appended (and reported).
+    assert list(frame["reference_solution"]) == [
+        "S0 \\boxed{25}",
+        "S3\n\nThe final answer is \\boxed{\\frac{1}{2}}.",
+    ]
+    assert report.answers_appended == [frame["id"].iloc[1]]
     assert set(frame["source"]) == {"file:train-00000-of-00002.parquet"}
     assert report.column_map["problem"] == "Question"
     counts = report.counts()
@@ -493,3 +498,20 @@ def test_real_benchmarks_load(repo_root, file_name):
     if file_name == "hmmt_feb2025.jsonl":
         answer = frame.set_index("id").loc["hmmt_feb2025-10", "answer"]
         assert "\\sqrt{17}" in answer
+
+
+def test_training_solutions_without_the_final_answer_get_it_appended(tmp_path):
+    rows = [
+        {"problem": "p0", "solution": "2+2=4, so $\\boxed{4}$.", "Answer": "4"},
+        {"problem": "p1", "solution": "Three plus three is six.", "Answer": "6"},
+    ]
+    path = write_jsonl(tmp_path / "train.jsonl", rows)
+    spec = {"path": str(path), "sha256": sha256_file(path), "layout": "opsd_train"}
+    frame, report = ds.load_training_set(spec)
+    assert list(frame["reference_solution"]) == [
+        "2+2=4, so $\\boxed{4}$.",
+        "Three plus three is six.\n\nThe final answer is \\boxed{6}.",
+    ]
+    assert report.answers_appended == [frame["id"].iloc[1]]
+    assert "final answer appended to the reference solution: 1 row(s)" in report.summary()
+    assert report.to_dict()["answers_appended"] == [frame["id"].iloc[1]]

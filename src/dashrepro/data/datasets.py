@@ -364,6 +364,23 @@ def load_benchmark(
 _COMMIT = re.compile(r"[0-9a-f]{40}")
 
 
+def _with_final_answers(frame: pd.DataFrame, report: DataReport) -> pd.DataFrame:
+    """The privileged teacher's reference must include the final answer: a solution with no
+    ``\\boxed{...}`` gets "The final answer is \\boxed{<answer>}." appended (ids recorded)."""
+    lacking = ~frame["reference_solution"].astype(str).str.contains("\\boxed{", regex=False)
+    if not lacking.any():
+        return frame
+    frame = frame.copy()
+    frame.loc[lacking, "reference_solution"] = [
+        f"{solution.rstrip()}\n\nThe final answer is \\boxed{{{answer}}}."
+        for solution, answer in zip(
+            frame.loc[lacking, "reference_solution"], frame.loc[lacking, "answer"], strict=True
+        )
+    ]
+    report.answers_appended = [str(i) for i in frame.loc[lacking, "id"]]
+    return frame
+
+
 def load_training_set(
     spec: Mapping, *, base_dir: str | Path | None = None
 ) -> tuple[pd.DataFrame, DataReport]:
@@ -379,6 +396,7 @@ def load_training_set(
             "change under the run"
         )
     frame, report, name = _load_spec(spec, "training set", base_dir)
+    frame = _with_final_answers(frame, report)
     expected = spec.get("expected_size")
     if expected is not None and len(frame) != int(expected):
         raise DataError(

@@ -44,6 +44,9 @@ class DataReport:
     rows_kept: int = 0
     column_map: dict[str, str | None] = field(default_factory=dict)
     dropped: dict[str, list[DroppedRow]] = field(default_factory=lambda: {r: [] for r in REASONS})
+    # Training rows whose reference solution had no boxed final answer: "The final answer is
+    # \\boxed{<answer>}." was appended, so the privileged teacher always sees the answer.
+    answers_appended: list[str] = field(default_factory=list)
 
     @property
     def n_dropped(self) -> int:
@@ -72,6 +75,13 @@ class DataReport:
             shown = ", ".join(_describe_row(d) for d in rows[:max_ids])
             more = f", ... and {len(rows) - max_ids} more" if len(rows) > max_ids else ""
             lines.append(f"  {_REASON_TEXT[reason]}: {len(rows)} row(s): {shown}{more}")
+        if self.answers_appended:
+            ids = ", ".join(self.answers_appended[:max_ids])
+            more = ", ..." if len(self.answers_appended) > max_ids else ""
+            lines.append(
+                f"  final answer appended to the reference solution: "
+                f"{len(self.answers_appended)} row(s): {ids}{more}"
+            )
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,6 +91,7 @@ class DataReport:
             "rows_read": self.rows_read,
             "rows_kept": self.rows_kept,
             "column_map": dict(self.column_map),
+            "answers_appended": list(self.answers_appended),
             "dropped": {
                 reason: [d._asdict() for d in self.dropped.get(reason, [])] for reason in REASONS
             },
