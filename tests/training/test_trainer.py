@@ -367,32 +367,34 @@ def test_loss_temperature_tempers_both_distributions_before_the_signal():
     )
 
 
-def test_a_training_step_under_the_loss_temperature(tiny_setup, tmp_path, default_config):
+ONE_STEP = {"steps": 1, "checkpoint_every": 1, "lr": 1e-3, "micro_batch_size": 3,
+            "grad_accumulation": 1, "max_new_tokens": 8, "temperature": 1.1, "top_p": 0.95,
+            "top_k": 20}  # fmt: skip
+
+
+def train_one_step(tiny_setup, out_dir, method: dict, name="dash", protocol=None, **train):
+    """One training step of the tiny model with ``method`` (a config entry) into ``out_dir``."""
     folder, data, _ = tiny_setup
-    train = {"steps": 1, "checkpoint_every": 1, "lr": 1e-3, "micro_batch_size": 3,
-             "grad_accumulation": 1, "max_new_tokens": 8, "temperature": 1.1, "top_p": 0.95,
-             "top_k": 20, "loss_temperature": 1.1}  # fmt: skip
-    metrics = train_run(
-        base_model_dir=folder, train_parquet=data, out_dir=tmp_path,
-        method=MethodSpec.from_config("dash", default_config["methods"]["dash"]),
-        train=train, lora=LORA, protocol=TeacherProtocol.from_config(default_config["protocol"]),
-        seed=0, log=lambda _: None,
+    return train_run(
+        base_model_dir=folder, train_parquet=data, out_dir=out_dir,
+        method=MethodSpec.from_config(name, method), train={**ONE_STEP, **train}, lora=LORA,
+        protocol=TeacherProtocol.from_config(protocol), seed=0, log=lambda _: None,
+    )  # fmt: skip
+
+
+def test_a_training_step_under_the_loss_temperature(tiny_setup, tmp_path, default_config):
+    metrics = train_one_step(
+        tiny_setup, tmp_path, default_config["methods"]["dash"],
+        protocol=default_config["protocol"], loss_temperature=1.1,
     )  # fmt: skip
     assert metrics["loss"].notna().all() and (tmp_path / "checkpoint-1").is_dir()
 
 
 def test_a_training_step_with_the_transition_only_teacher(tiny_setup, tmp_path, default_config):
-    folder, data, _ = tiny_setup
-    train = {"steps": 1, "checkpoint_every": 1, "lr": 1e-3, "micro_batch_size": 3,
-             "grad_accumulation": 1, "max_new_tokens": 8, "temperature": 1.1, "top_p": 0.95,
-             "top_k": 20}  # fmt: skip
     protocol = {**default_config["protocol"], "teacher_context": "transition_only"}
-    metrics = train_run(
-        base_model_dir=folder, train_parquet=data, out_dir=tmp_path,
-        method=MethodSpec.from_config("opsd", default_config["methods"]["opsd"]),
-        train=train, lora=LORA, protocol=TeacherProtocol.from_config(protocol),
-        seed=0, log=lambda _: None,
-    )  # fmt: skip
+    metrics = train_one_step(
+        tiny_setup, tmp_path, default_config["methods"]["opsd"], name="opsd", protocol=protocol
+    )
     assert metrics["loss"].notna().all() and (tmp_path / "checkpoint-1").is_dir()
 
 
@@ -400,17 +402,8 @@ def test_a_training_step_with_the_transition_only_teacher(tiny_setup, tmp_path, 
 def test_traces_hold_the_unclipped_forward_kl_beside_the_signal(
     tiny_setup, tmp_path, default_config, tau
 ):
-    folder, data, _ = tiny_setup
-    train = {"steps": 1, "checkpoint_every": 1, "lr": 1e-3, "micro_batch_size": 3,
-             "grad_accumulation": 1, "max_new_tokens": 8, "temperature": 1.1, "top_p": 0.95,
-             "top_k": 20}  # fmt: skip
     method = {**default_config["methods"]["dash"], "tau": tau}
-    train_run(
-        base_model_dir=folder, train_parquet=data, out_dir=tmp_path,
-        method=MethodSpec.from_config("dash", method), train=train, lora=LORA,
-        protocol=TeacherProtocol.from_config(default_config["protocol"]), seed=0,
-        log=lambda _: None,
-    )  # fmt: skip
+    train_one_step(tiny_setup, tmp_path, method, protocol=default_config["protocol"])
     traces = pd.read_parquet(tmp_path / "token_traces.parquet")
     assert traces["divergence"].notna().all() and (traces["divergence"] >= -1e-6).all()
     if tau is None:  # the method's signal is the unclipped forward KL itself
