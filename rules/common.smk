@@ -50,7 +50,8 @@ GENERATION_KEYS = (
 )
 GRADING_KEYS = ("grading_workers", "grading_timeout_s")
 GENERATION = {key: config["evaluation"].get(key) for key in GENERATION_KEYS}
-if "prompt" in config["evaluation"]:  # absent: the bare problem (no params change, no rerun)
+# `prompt` absent: the bare problem, and the params (hence the jobs) stay as they were.
+if "prompt" in config["evaluation"]:
     GENERATION["prompt"] = config["evaluation"]["prompt"]
 if GENERATION["backend"] != "vllm":
     GENERATION.pop("vllm")  # vLLM settings do not change what HF generate samples
