@@ -58,21 +58,21 @@ Timings are noisy on a shared machine; the script runs every trainer ``--repeats
 alternating order, pools the steps, and prints the load average. ``--threads`` defaults to 1
 (see the flag's comment).
 
-Setup (a scratch virtual environment outside the repository; nothing here touches ``.venv``)::
+Setup (a scratch virtual environment ``.benchvenv``, git-ignored; nothing here touches ``.venv``)::
 
-    python3.11 -m venv /tmp/benchvenv
-    /tmp/benchvenv/bin/pip install torch==2.13.0
-    /tmp/benchvenv/bin/pip install -c envs/cpu-constraints.txt -e .
-    /tmp/benchvenv/bin/pip install -c envs/cpu-constraints.txt \\
+    python3.11 -m venv .benchvenv
+    .benchvenv/bin/pip install torch==2.13.0
+    .benchvenv/bin/pip install -c envs/cpu-constraints.txt -e .
+    .benchvenv/bin/pip install -c envs/cpu-constraints.txt \\
         trl==1.16.0 accelerate==1.15.0 datasets==5.2.0
 
 Run (about 2-3 minutes on 2 CPU cores with the defaults)::
 
-    /tmp/benchvenv/bin/python benchmarks/train_throughput.py
-    /tmp/benchvenv/bin/python benchmarks/train_throughput.py --steps 4 --warmup-steps 1 \\
+    .benchvenv/bin/python benchmarks/train_throughput.py
+    .benchvenv/bin/python benchmarks/train_throughput.py --steps 4 --warmup-steps 1 \\
         --repeats 1 --micro-batch-size 8 --max-new-tokens 32          # quick smoke run
-    /tmp/benchvenv/bin/python benchmarks/train_throughput.py --only ours --teacher-context student
-    /tmp/benchvenv/bin/python benchmarks/train_throughput.py \\
+    .benchvenv/bin/python benchmarks/train_throughput.py --only ours --teacher-context student
+    .benchvenv/bin/python benchmarks/train_throughput.py \\
         --base-model-dir results/tiny/base_model/tiny                 # the pipeline's SFT'd model
 """
 

@@ -38,9 +38,9 @@ what the workflow's data rules call. From the command line (a relative ``--path`
 the working directory):
 
     python -m dashrepro.data.datasets --path benchmarks/aime2024.jsonl \\
-        --layout local_benchmark --expected-size 30 --out /tmp/aime2024.parquet
+        --layout local_benchmark --expected-size 30 --out aime2024.parquet
     python -m dashrepro.data.datasets --hf-id siyanzhao/Openthoughts_math_30k_opsd \\
-        --revision <commit> --layout opsd_train --training --out /tmp/train.parquet
+        --revision <commit> --layout opsd_train --training --out train.parquet
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ problems each stand in for AIME 2024 / AIME 2025 / HMMT Feb 2025, in rising diff
 The reference solution spells out column addition with carries and ends in ``\\boxed{...}`` as a
 real solution would, so a privileged teacher that reads it has something concrete to copy.
 
-    python -m dashrepro.embedded.synthetic_data --out /tmp/synth   # writes train/benchmark parquet files
+    python -m dashrepro.embedded.synthetic_data --out synthetic_out   # writes train/benchmark parquet files
 """
 
 from __future__ import annotations
