@@ -70,11 +70,10 @@ def setup(snakemake, threads: int | None = None) -> logging.Logger:
 
 
 def named_files(namedlist) -> dict[str, list[str]]:
-    """A Snakemake input/output list as ``{name: [paths]}`` (a single file as a one-item list)."""
-    return {
-        name: [str(value)] if isinstance(value, str) else [str(v) for v in value]
-        for name, value in namedlist.items()
-    }
+    """A Snakemake input/output list as ``{name: [paths]}`` (``provenance.job.named_files``)."""
+    from dashrepro.provenance.job import named_files as named
+
+    return named(namedlist)
 
 
 def run(main, snakemake) -> None:

@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from dashrepro.data.layouts import DataError, Layout, check_columns, get_layout
+from dashrepro.io import UnreadableFileError, read_parquet
 
 SUPPORTED_SUFFIXES = (".parquet", ".jsonl", ".json")
 # Suffixes that mark a string as a file path rather than a hub id, even when the file is absent.
@@ -91,10 +92,11 @@ def _frame_from_records(records: list[dict]) -> pd.DataFrame:
 
 
 def _read_parquet(path: Path) -> pd.DataFrame:
+    """``io.read_parquet`` (its message names the file), as the data stage's ``DataError``."""
     try:
-        return pd.read_parquet(path)
-    except Exception as exc:  # pyarrow raises several types for a damaged file
-        raise DataError(f"{path}: cannot read as parquet ({type(exc).__name__}: {exc})") from exc
+        return read_parquet(path)
+    except UnreadableFileError as exc:
+        raise DataError(str(exc)) from exc.__cause__
 
 
 def _read_local(path: Path) -> pd.DataFrame:

@@ -37,13 +37,22 @@ def _named(namedlist, unnamed: str) -> dict[str, Any]:
     return named
 
 
+def named_files(namedlist, unnamed: str = "input") -> dict[str, list[str]]:
+    """A Snakemake input/output list as ``{name: [paths]}`` (a single file as a one-item list;
+    files without a name under ``unnamed``)."""
+    return {
+        name: [str(value)] if isinstance(value, str) else [str(v) for v in value]
+        for name, value in _named(namedlist, unnamed).items()
+    }
+
+
 def job_record(snakemake, started_utc: str, extra: Mapping[str, Any] | None = None) -> dict:
     """The record of one finished job (the same for each of its outputs)."""
     record = {
         "stage": snakemake.rule,
         "rule": snakemake.rule,
         "wildcards": dict(snakemake.wildcards.items()),
-        "inputs": hash_inputs(_named(snakemake.input, "input")),
+        "inputs": hash_inputs(named_files(snakemake.input)),
         "params": _named(snakemake.params, "params"),
         "outputs": [str(path) for path in snakemake.output],
         "threads": snakemake.threads,
