@@ -17,6 +17,7 @@ for _scale in config["scales"]:
             ],
             metrics=f"{RESULTS}/runs/{{method}}/{_scale}/seed{{seed}}/train_metrics.parquet",
             traces=f"{RESULTS}/runs/{{method}}/{_scale}/seed{{seed}}/token_traces.parquet",
+            contexts=f"{RESULTS}/runs/{{method}}/{_scale}/seed{{seed}}/teacher_contexts.parquet",
         log:
             f"{RESULTS}/logs/train_lora/{{method}}/{_scale}/seed{{seed}}.log",
         benchmark:

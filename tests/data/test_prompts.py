@@ -131,3 +131,84 @@ def test_transition_only_teacher_context_is_the_reference_collators(
     assert rendered == reference
     literal = TeacherProtocol.from_config(default_config["protocol"])
     assert literal.context == "literal" and "analyze" in literal.user_message(problem, solution)
+
+
+class _ReferenceReasonFirstCollator:
+    """A literal port of the reference collators' ``reason_first`` branch (siyan-zhao/OPSD
+    data_collator.py, duykhuongnguyen/AVSD src/avsd/math/data_collator.py, the same text in
+    both) and of how their trainer assembles the teacher's context (OPSD opsd_trainer.py:
+    [templated request][generated analysis][raw transition text])."""
+
+    def __init__(self, tokenizer, analysis: str, transition: str, max_length: int):
+        self.tokenizer, self.max_length = tokenizer, max_length
+        self.reason_first_prompt = f"\n\n{analysis}\n"
+        self.transition_prompt = f"\n\n{transition}\n"
+
+    def reasoning_prompt(self, problem: str, solution: str) -> str:
+        reasoning_user_message = (
+            f"Problem: {problem}\n\n"
+            f"Here is a correct reasoning to this problem:"
+            f"=== Reference Reasoning Start ===\n"
+            f"{solution}\n"
+            f"=== Reference Reasoning End ===\n\n"
+            f"{self.reason_first_prompt}"
+        )
+        return self.tokenizer.apply_chat_template(
+            [{"role": "user", "content": reasoning_user_message}],
+            tokenize=False, add_generation_prompt=True, enable_thinking=True,
+        )  # fmt: skip
+
+    def teacher_context(self, problem: str, solution: str, analysis_ids: list[int]) -> list[int]:
+        prompt = self.tokenizer(
+            [self.reasoning_prompt(problem, solution)], padding=False, truncation=True,
+            max_length=self.max_length,
+        )["input_ids"][0]  # fmt: skip
+        transition_text = (
+            f"\n{self.transition_prompt}\nPlease reason step by step, and put your final answer "
+            f"within \\boxed{{}}."
+        )
+        transition = self.tokenizer([transition_text], padding=False, truncation=False)
+        return prompt + analysis_ids + transition["input_ids"][0]
+
+
+@pytest.mark.parametrize("max_total", [20000, 40])
+def test_reason_first_teacher_context_is_the_reference_collators(
+    qwen3_tokenizer, default_config, max_total
+):
+    """The request for an analysis, the context around a generated analysis and the truncation
+    of the request (right side, at max_total_length) match the reference, token for token."""
+    from dashrepro.training.methods import MethodSpec
+    from dashrepro.training.teacher import analysis_request_ids, view_prompt_ids
+
+    config = default_config["protocol"]
+    protocol = TeacherProtocol.from_config({**config, "teacher_context": "reason_first"})
+    reference = _ReferenceReasonFirstCollator(
+        qwen3_tokenizer, config["analysis_instruction"], config["transition_instruction"], max_total
+    )
+    problem, solution = "Compute $3+4$.", "Adding, $3+4=7$. The final answer is $\\boxed{7}$."
+    assert render_teacher_prompt(qwen3_tokenizer, problem, solution, protocol) == (
+        reference.reasoning_prompt(problem, solution)
+    )
+    analysis = qwen3_tokenizer(
+        "The solution adds the two numbers directly.<|im_end|>", add_special_tokens=False
+    )["input_ids"]
+    method = MethodSpec.from_config("opsd", default_config["methods"]["opsd"])
+    (context,) = view_prompt_ids(
+        qwen3_tokenizer, method, protocol, (problem, solution, "7"), analysis, max_total
+    )
+    assert context == reference.teacher_context(problem, solution, analysis)
+    request = analysis_request_ids(qwen3_tokenizer, protocol, (problem, solution, "7"), max_total)
+    assert context[: len(request)] == request and len(request) == min(max_total, len(request))
+    if max_total == 40:  # the request was cut from the right: the instruction is gone
+        assert len(request) == 40 and "analyze" not in qwen3_tokenizer.decode(request)
+
+
+def test_an_analysis_budget_keeps_the_teacher_within_the_models_positions():
+    from dashrepro.training.teacher import analysis_budget
+
+    requests, responses, transition = [[1] * 30, [1] * 10], [[2] * 5, [2] * 40], [3] * 4
+    assert analysis_budget(4096, requests, transition, responses, None) == 4096
+    assert analysis_budget(4096, requests, transition, responses, 40960) == 4096
+    # longest request + rollout is 50, the transition 4: 100 - 54 tokens are left
+    assert analysis_budget(4096, requests, transition, responses, 100) == 46
+    assert analysis_budget(4096, requests, transition, responses, 50) == 0

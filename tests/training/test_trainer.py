@@ -398,6 +398,62 @@ def test_a_training_step_with_the_transition_only_teacher(tiny_setup, tmp_path, 
     assert metrics["loss"].notna().all() and (tmp_path / "checkpoint-1").is_dir()
 
 
+def test_reason_first_teacher_scores_after_its_own_adapter_off_analysis(
+    tiny_setup, tmp_path, default_config
+):
+    """Two steps with ``reason_first``: the traced contexts are [request][analysis][transition],
+    and the step-2 analyses (after an update) are the base model's samples, adapter off, from
+    the micro-batch's seed."""
+    from transformers import AutoModelForCausalLM
+
+    from dashrepro.sampling import SamplingSettings, derive_seed
+    from dashrepro.sampling.hf import sample_responses
+    from dashrepro.training.batching import BatchLayout, rollout_rows
+    from dashrepro.training.teacher import analysis_request_ids
+
+    folder, data, tokenizer = tiny_setup
+    config = {**default_config["protocol"], "teacher_context": "reason_first"}
+    metrics = train_one_step(
+        tiny_setup, tmp_path, default_config["methods"]["opsd"], name="opsd",
+        protocol={**config, "analysis_max_tokens": 6}, steps=2, lr=0.5,
+    )  # fmt: skip
+    assert metrics["loss"].notna().all() and len(metrics) == 2
+    contexts = pd.read_parquet(tmp_path / "teacher_contexts.parquet")
+    assert set(contexts["step"]) == {1, 2} and (contexts["view"] == "full").all()
+    assert contexts["analysis_tokens"].between(1, 6).all()
+    protocol = TeacherProtocol.from_config(config)
+    for row in contexts.itertuples():
+        assert row.context.endswith(protocol.transition_text())
+        assert row.analysis in row.context and "Reference Reasoning Start" in row.context
+
+    frame = pd.read_parquet(data)
+    rows = rollout_rows(len(frame), 0, 2, BatchLayout(micro=3, accum=1), 0)
+    requests = [
+        analysis_request_ids(
+            tokenizer, protocol, (frame["problem"][i], frame["reference_solution"][i], ""), 10**9
+        )
+        for i in rows
+    ]
+    base = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32)
+    expected = sample_responses(
+        base, tokenizer, [tokenizer.decode(q) for q in requests],
+        SamplingSettings(temperature=1.1, top_p=0.95, top_k=20, max_new_tokens=6),
+        seed=derive_seed(0, 2, 0, "analysis"),
+    )  # fmt: skip
+    step2 = contexts[contexts["step"] == 2].sort_values("rollout")
+    assert list(step2["problem_id"]) == [str(frame["id"][i]) for i in rows][: len(step2)]
+    assert list(step2["analysis"]) == [s.text for s in expected][: len(step2)]
+
+
+def test_every_run_records_its_traced_teacher_contexts(tiny_setup, tmp_path, default_config):
+    train_one_step(tiny_setup, tmp_path, default_config["methods"]["avsd"], name="avsd",
+                   protocol=default_config["protocol"])  # fmt: skip
+    contexts = pd.read_parquet(tmp_path / "teacher_contexts.parquet")
+    assert list(contexts["view"].unique()) == ["full_solution", "partial_solution", "answer_only"]
+    assert contexts["analysis"].isna().all() and (contexts["analysis_tokens"] == 0).all()
+    assert contexts["context"].str.contains("Privileged Reference").all()
+
+
 @pytest.mark.parametrize("tau", [None, 1e-5])
 def test_traces_hold_the_unclipped_forward_kl_beside_the_signal(
     tiny_setup, tmp_path, default_config, tau

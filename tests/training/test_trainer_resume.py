@@ -39,7 +39,9 @@ TRAIN = {
 }
 
 
-def write_run(path: Path, tiny_setup, default_config, out_dir: Path, **train) -> Path:
+def write_run(
+    path: Path, tiny_setup, default_config, out_dir: Path, protocol=None, **train
+) -> Path:
     folder, data, _ = tiny_setup
     spec = {
         "base_model_dir": str(folder),
@@ -49,7 +51,7 @@ def write_run(path: Path, tiny_setup, default_config, out_dir: Path, **train) ->
         "method": {**default_config["methods"]["dash"], "label": None},
         "train": {**TRAIN, **train},
         "lora": {**LORA, "dropout": 0.1},  # dropout on: its masks must be reproduced too
-        "protocol": default_config["protocol"],
+        "protocol": protocol or default_config["protocol"],
         "seed": 3,
     }
     spec["method"].pop("label")
@@ -119,6 +121,8 @@ def test_uninterrupted_run_leaves_checkpoints_metrics_and_traces(uninterrupted):
 def test_kill_9_then_rerun_gives_the_uninterrupted_adapter(
     uninterrupted, tmp_path, tiny_setup, default_config
 ):
+    import pandas as pd
+
     run = write_run(tmp_path / "run.json", tiny_setup, default_config, tmp_path / "out")
     rc = start_and_interrupt(run, tmp_path / "out", 2, lambda p: p.send_signal(signal.SIGKILL))
     assert rc == -signal.SIGKILL
@@ -126,6 +130,35 @@ def test_kill_9_then_rerun_gives_the_uninterrupted_adapter(
     done = run_to_end(run)
     assert "resuming dash seed 3 after step" in done.stdout + done.stderr
     assert_same_adapters(uninterrupted, tmp_path / "out")
+    # The kill came as soon as the state of step 2 existed: no step's records may be lost.
+    assert list(pd.read_parquet(tmp_path / "out" / "train_metrics.parquet")["step"]) == [
+        *range(1, 7)
+    ]
+    assert set(pd.read_parquet(tmp_path / "out" / "token_traces.parquet")["step"]) == {1, 2, 4, 6}
+
+
+def test_a_reason_first_run_resumes_to_the_same_adapters_and_teacher_contexts(
+    tmp_path, tiny_setup, default_config
+):
+    import pandas as pd
+
+    protocol = {
+        **default_config["protocol"], "teacher_context": "reason_first", "analysis_max_tokens": 4
+    }  # fmt: skip
+    whole = write_run(tmp_path / "whole.json", tiny_setup, default_config, tmp_path / "whole",
+                      protocol=protocol)  # fmt: skip
+    run_to_end(whole)
+    run = write_run(tmp_path / "run.json", tiny_setup, default_config, tmp_path / "out",
+                    protocol=protocol)  # fmt: skip
+    rc = start_and_interrupt(run, tmp_path / "out", 2, lambda p: p.send_signal(signal.SIGKILL))
+    assert rc == -signal.SIGKILL
+    run_to_end(run)
+    assert_same_adapters(tmp_path / "whole", tmp_path / "out")
+    contexts = pd.read_parquet(tmp_path / "whole" / "teacher_contexts.parquet")
+    assert set(contexts["step"]) == {1, 2, 4, 6} and contexts["analysis"].notna().all()
+    pd.testing.assert_frame_equal(
+        contexts, pd.read_parquet(tmp_path / "out" / "teacher_contexts.parquet")
+    )
 
 
 def test_preemption_signal_saves_a_state_and_exits_for_a_retry(

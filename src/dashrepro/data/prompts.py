@@ -4,10 +4,17 @@
   ``add_generation_prompt=True``; no instruction is appended.
 - Privileged teacher: the same network with the adapter disabled, given the problem, the
   reference solution (final answer included) and the paper's two instruction strings (the
-  reference-analysis instruction and the transition to independent derivation). The strings and
-  the layout of the teacher's user message are protocol values in ``workflow_config.yaml``; the
-  default layout follows the OPSD authors' collator (problem, a delimited reference solution,
-  then the instructions).
+  reference-analysis instruction and the transition to independent derivation). The strings are
+  protocol values in ``workflow_config.yaml``; ``protocol.teacher_context`` says how they meet:
+
+  - ``literal``: one user message, ``teacher_message_template`` (both strings pasted in);
+  - ``transition_only``: the reference collators' message without an analysis (problem,
+    delimited reference, the transition instruction, the boxed line);
+  - ``reason_first``: the reference collators' ``reason_first`` mode. The teacher is first asked
+    for an analysis of the reference (``REASON_FIRST_TEMPLATE``, the reference-analysis
+    instruction), *generates* one (``training.recipe``), and the raw transition text
+    (``TeacherProtocol.transition_text``) follows the generated tokens inside the same
+    assistant turn; the student's rollout is scored after that.
 
 Both are rendered through ``tokenizer.apply_chat_template``, so the same code serves the real
 Qwen3 tokenizer and the embedded default's tiny one. Use (no command line)::
@@ -36,9 +43,35 @@ TRANSITION_ONLY_TEMPLATE = (
     "\nPlease reason step by step, and put your final answer within \\boxed{{}}."
 )
 
+#: The request for an analysis in ``reason_first`` mode, as siyan-zhao/OPSD ``data_collator.py``
+#: (lines 61-79) and duykhuongnguyen/AVSD ``src/avsd/math/data_collator.py`` (lines 137-159)
+#: build it: their ``reason_first_prompt`` is the analysis instruction with "\n\n" before and
+#: "\n" after, and no newline separates "problem:" from the opening delimiter.
+REASON_FIRST_TEMPLATE = (
+    "Problem: {problem}\n\n"
+    "Here is a correct reasoning to this problem:"
+    "=== Reference Reasoning Start ===\n"
+    "{reference_solution}\n"
+    "=== Reference Reasoning End ===\n\n"
+    "\n\n{analysis_instruction}\n"
+)
+
+#: What ``reason_first`` appends, untemplated, after the generated analysis (the collators'
+#: ``transition_text``: "\n" + transition_prompt + "\n" + the boxed line, where
+#: ``transition_prompt`` is the transition instruction with "\n\n" before and "\n" after).
+REASON_FIRST_TRANSITION = (
+    "\n\n\n{transition_instruction}\n"
+    "\nPlease reason step by step, and put your final answer within \\boxed{{}}."
+)
+
 #: ``protocol.teacher_context``: ``literal`` (the configured ``teacher_message_template``, both
-#: instruction strings in one message) or ``transition_only`` (the reference collators' layout).
-TEACHER_CONTEXTS = ("literal", "transition_only")
+#: instruction strings in one message), ``transition_only`` (the reference collators' layout
+#: without an analysis) or ``reason_first`` (the teacher generates an analysis first).
+TEACHER_CONTEXTS = ("literal", "transition_only", "reason_first")
+
+#: The longest generated analysis in ``reason_first`` mode: siyan-zhao/OPSD ``opsd_trainer.py``
+#: reads ``getattr(args, "max_reasoning_length", 4096)``, a field its config does not have.
+ANALYSIS_MAX_TOKENS = 4096
 
 
 @dataclass(frozen=True)
@@ -49,6 +82,7 @@ class TeacherProtocol:
     analysis_instruction: str
     transition_instruction: str
     context: str = "literal"
+    analysis_max_tokens: int = ANALYSIS_MAX_TOKENS
 
     @classmethod
     def from_config(cls, protocol: Mapping) -> TeacherProtocol:
@@ -62,11 +96,28 @@ class TeacherProtocol:
             analysis_instruction=protocol["analysis_instruction"],
             transition_instruction=protocol["transition_instruction"],
             context=context,
+            analysis_max_tokens=int(protocol.get("analysis_max_tokens", ANALYSIS_MAX_TOKENS)),
         )
 
+    @property
+    def generates_analysis(self) -> bool:
+        """Whether the teacher writes an analysis before it scores (``reason_first``)."""
+        return self.context == "reason_first"
+
+    def transition_text(self) -> str:
+        """``reason_first``: the raw text between the generated analysis and the rollout."""
+        return REASON_FIRST_TRANSITION.format(transition_instruction=self.transition_instruction)
+
     def user_message(self, problem: str, reference_solution: str) -> str:
+        """The teacher's user message; in ``reason_first`` mode the request for an analysis."""
         if not reference_solution or not reference_solution.strip():
             raise ValueError("the privileged teacher needs a non-empty reference solution")
+        if self.context == "reason_first":
+            return REASON_FIRST_TEMPLATE.format(
+                problem=problem,
+                reference_solution=reference_solution,
+                analysis_instruction=self.analysis_instruction,
+            )
         if self.context == "transition_only":
             return TRANSITION_ONLY_TEMPLATE.format(
                 problem=problem,

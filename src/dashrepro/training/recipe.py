@@ -11,11 +11,12 @@ One step (paper *DASH: divergence-adaptive supervision horizons*, Alg. ``alg:das
 
 1. rollout phase: every rollout of this process's share of the step (``rollouts``; GRPO
    normalises the rewards of a problem's rollouts, which may span micro-batches);
+   in ``reason_first`` mode the teacher (adapter off) then writes an analysis per rollout;
 2. learning phase, one micro-batch at a time: the privileged teacher -- the same network with
-   the adapter disabled -- scores the student's tokens by teacher forcing after its own prompt
-   (problem, teacher view of the reference solution, protocol instructions), detached; the
-   student's logits are recomputed with LoRA dropout seeded per micro-batch; the objective's
-   loss (``losses``) is back-propagated;
+   the adapter disabled -- scores the student's tokens by teacher forcing after its own context
+   (``teacher``: problem, teacher view of the reference solution, protocol instructions, and the
+   analysis in ``reason_first`` mode), detached; the student's logits are recomputed with LoRA
+   dropout seeded per micro-batch; the objective's loss (``losses``) is back-propagated;
 3. AdamW step with the gradient norm clipped at 1.0, then the schedule's step;
 4. metrics (``metrics``), a training state on checkpoint steps or on a preemption notice
    (SIGTERM/SIGUSR1: the state is saved after the step and the process exits with
@@ -44,9 +45,9 @@ from transformers import AutoTokenizer
 
 from dashrepro import objectives
 from dashrepro.config import checkpoint_steps
-from dashrepro.data.prompts import TeacherProtocol, render_user_turn
+from dashrepro.data.prompts import TeacherProtocol
 from dashrepro.io import atomic_dir, read_parquet, source_fingerprint, write_parquet
-from dashrepro.sampling import derive_seed
+from dashrepro.sampling import Sample, derive_seed
 from dashrepro.training import checkpointing
 from dashrepro.training.batching import (
     BatchLayout,
@@ -64,7 +65,7 @@ from dashrepro.training.distributed import (
     zero_backward,
 )
 from dashrepro.training.losses import grpo_sequence_advantages, method_loss
-from dashrepro.training.methods import MethodSpec, teacher_messages
+from dashrepro.training.methods import MethodSpec
 from dashrepro.training.metrics import (
     MicroResult,
     StepTally,
@@ -76,6 +77,14 @@ from dashrepro.training.metrics import (
 from dashrepro.training.model import build_optimizer, load_lora_student
 from dashrepro.training.preemption import PREEMPTED_EXIT_CODE, PreemptionGuard
 from dashrepro.training.rollouts import RolloutSampler, Share
+from dashrepro.training.teacher import (
+    CONTEXT_COLUMNS,
+    analysis_budget,
+    analysis_request_ids,
+    context_frame,
+    generates_analysis,
+    view_prompt_ids,
+)
 
 #: Folder (in ``out_dir``) of the kept training states and scratch files; not a Snakemake output.
 RESUME_DIR = ".resume"
@@ -156,10 +165,12 @@ class DistillationRecipe:
         self.out_dir = Path(spec.out_dir)
         self.resume_root = self.out_dir / RESUME_DIR
         self.deepspeed = bool(spec.train.get("deepspeed_config"))
-        # Run state: the last finished step, one metrics record per step, token-trace frames.
+        # Run state: the last finished step, one metrics record per step, token-trace frames,
+        # the traced rollouts' teacher contexts.
         self.step = 0
         self.rows: list[dict] = []
         self.traces: list[pd.DataFrame] = []
+        self.contexts: list[pd.DataFrame] = []
         self.bar = None
 
     # ------------------------------------------------------------------------------------------
@@ -198,6 +209,8 @@ class DistillationRecipe:
             self.rank,
         )
         self.pad_id = self.tokenizer.pad_token_id
+        self.analyses = generates_analysis(self.method, spec.protocol)
+        self.max_positions = getattr(self.policy.config, "max_position_embeddings", None)
         self.save_at = set(checkpoint_steps(train))
         self.trace_at = {1, *self.save_at}
         if spec.progress and self.accelerator.is_main_process:
@@ -270,6 +283,9 @@ class DistillationRecipe:
         if (self.resume_root / "token_traces.parquet").exists():
             done = read_parquet(self.resume_root / "token_traces.parquet")
             self.traces = [done[done["step"] <= self.step]]
+        if (self.resume_root / "teacher_contexts.parquet").exists():
+            done = read_parquet(self.resume_root / "teacher_contexts.parquet")
+            self.contexts = [done[done["step"] <= self.step]]
         self.log(
             f"[train] resuming {self.method.name} seed {self.seed} after step {self.step} "
             f"from {latest}"
@@ -309,9 +325,39 @@ class DistillationRecipe:
         shares = []
         for a in range(self.layout.accum):
             rows = rollout_rows(len(self.data), self.seed, step, self.layout, a)
-            seed = derive_seed(self.seed, step, self.layout.global_micro(a), "rollout")
-            shares.append(self.rollouts.share(self.policy, self.data, rows, seed, tally.timings))
+            global_micro = self.layout.global_micro(a)
+            seed = derive_seed(self.seed, step, global_micro, "rollout")
+            share = self.rollouts.share(self.policy, self.data, rows, seed, tally.timings)
+            if self.analyses and share.samples:
+                seed = derive_seed(self.seed, step, global_micro, "analysis")
+                share.analyses = self._teacher_analyses(share, seed, tally.timings)
+            shares.append(share)
         return shares
+
+    def _teacher_analyses(self, share: Share, seed: int, timings: dict) -> list[Sample]:
+        """``reason_first``: the teacher's analysis of each rollout's reference, one per rollout
+        and step (as siyan-zhao/OPSD ``opsd_trainer.py`` lines 1303-1321 generate them), sampled
+        adapter off with the rollout settings; the time goes to ``timings["teacher"]``."""
+        protocol, max_total = self.spec.protocol, self.rollouts.max_total
+        requests = [
+            analysis_request_ids(self.tokenizer, protocol, teacher_input, max_total)
+            for teacher_input in share.teacher_inputs
+        ]
+        budget = analysis_budget(
+            protocol.analysis_max_tokens,
+            requests,
+            encode(self.tokenizer, protocol.transition_text()),
+            [s.token_ids for s in share.samples],
+            self.max_positions,
+        )
+        if budget < 1:
+            return [Sample(i, [], "", "length") for i in range(len(requests))]
+        settings = dataclasses.replace(self.rollouts.settings, max_new_tokens=budget)
+        prompts = [self.tokenizer.decode(q, skip_special_tokens=False) for q in requests]
+        t0 = time.perf_counter()
+        analyses = self.rollouts.teacher_samples(self.policy, prompts, settings, seed)
+        timings["teacher"] += time.perf_counter() - t0
+        return analyses
 
     def _learn_phase(self, step: int, shares: list[Share], tally: StepTally) -> None:
         """Teacher scoring, loss and backward, one micro-batch at a time."""
@@ -343,8 +389,32 @@ class DistillationRecipe:
         tokens, mask = response_batch(kept_responses, self.pad_id, self.device)
 
         t0 = time.perf_counter()
-        view_logits = self._teacher_logits(share, kept, kept_responses)
+        # One teacher context per rollout and view: [rollout][view] (AVSD has three views).
+        contexts = [
+            view_prompt_ids(
+                self.tokenizer,
+                self.method,
+                self.spec.protocol,
+                share.teacher_inputs[i],
+                None if share.analyses is None else share.analyses[i].token_ids,
+                self.rollouts.max_total,
+            )
+            for i in kept
+        ]
+        view_logits = self._teacher_logits(contexts, kept_responses)
         tally.timings["teacher"] += time.perf_counter() - t0
+        if step in self.trace_at and global_micro == 0:
+            traced = kept[: self.spec.trace_rollouts]
+            self.contexts.append(
+                context_frame(
+                    self.tokenizer,
+                    step,
+                    self.method,
+                    [share.ids[i] for i in traced],
+                    contexts[: len(traced)],
+                    None if share.analyses is None else [share.analyses[i] for i in traced],
+                )
+            )
 
         t0 = time.perf_counter()
         # LoRA dropout draws from torch's global generator: seed it per micro-batch so that the
@@ -382,21 +452,12 @@ class DistillationRecipe:
                 tau=None,
             )
 
-    def _teacher_logits(self, share: Share, kept: list[int], responses: list[list[int]]):
-        """The teacher's response logits [B, T, V] (fp32, detached), one tensor per view."""
-        tokenizer, width = self.tokenizer, max(len(r) for r in responses)
-        # One teacher prompt per view and rollout: [rollout][view] (AVSD has three views).
-        prompts_by_rollout = [
-            [
-                encode(tokenizer, render_user_turn(tokenizer, message))
-                for message in teacher_messages(
-                    self.method, problem, reference, answer, self.spec.protocol
-                )
-            ]
-            for problem, reference, answer in (share.teacher_inputs[i] for i in kept)
-        ]
+    def _teacher_logits(self, contexts: list[list[list[int]]], responses: list[list[int]]):
+        """The teacher's response logits [B, T, V] (fp32, detached), one tensor per view, after
+        ``contexts[rollout][view]``."""
+        width = max(len(r) for r in responses)
         view_logits = []
-        for t_prompt_ids in zip(*prompts_by_rollout, strict=True):
+        for t_prompt_ids in zip(*contexts, strict=True):
             t_ids, t_mask, t_len = right_pad_concat(list(t_prompt_ids), responses, self.pad_id)
             with torch.no_grad(), self.policy.disable_adapter():
                 logits = self.policy(
@@ -473,6 +534,13 @@ class DistillationRecipe:
             )
 
     def _write_state(self, step: int) -> None:
+        # The records first: a resume keeps their rows up to the newest complete state, so rows
+        # of steps after it are harmless, while a state whose records were never written (a
+        # kill between the two) would lose the rows of its last steps.
+        write_parquet(self.resume_root / "train_metrics.parquet", pd.DataFrame(self.rows))
+        if self.traces:
+            write_parquet(self.resume_root / "token_traces.parquet", pd.concat(self.traces))
+        write_parquet(self.resume_root / "teacher_contexts.parquet", self._context_records())
         checkpointing.save_training_state(
             checkpointing.state_dir(self.resume_root, step),
             model=self.policy,
@@ -485,10 +553,13 @@ class DistillationRecipe:
             python_rng=random.Random(self.seed),
             run_config=self.run_config,
         )
-        write_parquet(self.resume_root / "train_metrics.parquet", pd.DataFrame(self.rows))
-        if self.traces:
-            write_parquet(self.resume_root / "token_traces.parquet", pd.concat(self.traces))
         checkpointing.prune_states(self.resume_root, keep_steps=set())
+
+    def _context_records(self) -> pd.DataFrame:
+        frames = [f for f in self.contexts if len(f)]
+        if not frames:
+            return pd.DataFrame(columns=list(CONTEXT_COLUMNS))
+        return pd.concat(frames, ignore_index=True)
 
     def _finish(self) -> pd.DataFrame:
         """Write the run's records (main process) and remove the kept training states."""
@@ -506,6 +577,7 @@ class DistillationRecipe:
             if self.traces:
                 traces = pd.concat(self.traces, ignore_index=True)
                 write_parquet(self.out_dir / "token_traces.parquet", traces)
+            write_parquet(self.out_dir / "teacher_contexts.parquet", self._context_records())
             write_parquet(self.out_dir / "train_metrics.parquet", metrics)
             shutil.rmtree(self.resume_root, ignore_errors=True)
         self.accelerator.wait_for_everyone()

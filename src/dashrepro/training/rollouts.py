@@ -45,6 +45,7 @@ class Share:
     samples: list  # sampling.Sample per rollout, or [] when the prompts were too long
     rewards: list[float]
     skipped_long_prompts: int = 0
+    analyses: list | None = None  # reason_first: the teacher's analysis Sample per rollout
 
 
 def sampling_settings(train: Mapping) -> SamplingSettings:
@@ -93,6 +94,21 @@ class RolloutSampler:
         self.sampler.wake_up()
         self.sampler.sync_adapter(folder)
         samples = self.sampler.sample(prompts, settings, seed, adapter_dir=folder)
+        self.sampler.sleep(level=1)
+        return samples
+
+    def teacher_samples(
+        self, model, prompts: list[str], settings: SamplingSettings, seed: int
+    ) -> list:
+        """One sample per prompt from the base model, adapter off: the privileged teacher's
+        analyses in ``reason_first`` mode. (siyan-zhao/OPSD generates them with its vLLM engine,
+        which holds the student's merged adapter; the paper's teacher is the adapter-off model,
+        which is what this samples on both backends.)"""
+        if self.backend == "hf":
+            with model.disable_adapter():
+                return sample_responses(model, self.tokenizer, prompts, settings, seed=seed)
+        self.sampler.wake_up()
+        samples = self.sampler.sample(prompts, settings, seed, adapter_dir=None)
         self.sampler.sleep(level=1)
         return samples
 

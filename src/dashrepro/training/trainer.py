@@ -44,7 +44,9 @@ notice) makes the trainer save a state at the end of the current step and exit w
 Records (``metrics``): ``train_metrics.parquet`` (one row per step: loss, r statistics, gates,
 coefficients, horizon, response length, truncation, seconds per phase, tokens/s) and
 ``token_traces.parquet`` (for the first rollouts of chosen steps, per token: r_t, teacher
-entropy, gate, c_k), from which the paper's motivation figure is drawn.
+entropy, gate, c_k), from which the paper's motivation figure is drawn, and
+``teacher_contexts.parquet`` (the same rollouts' teacher contexts per view, with the generated
+analysis in ``reason_first`` mode; ``teacher``).
 
     python -m dashrepro.training.trainer --spec run.json           # one process
     accelerate launch --num_processes 2 -m dashrepro.training.trainer --spec run.json
