@@ -45,6 +45,11 @@ rule all_figures:
         figure_files(),
 
 
-rule train_all_methods:
+rule published_tables:
     input:
-        train_all_methods_files(),
+        published_table_files(),
+
+
+rule train_all_runs:
+    input:
+        train_all_runs_files(),

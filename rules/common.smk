@@ -7,14 +7,18 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 
 
 # `configfile:` loaded the YAML, then Snakemake merged any --configfile overlays and --config
-# values over it; validate the result against the JSON schema, the cross-field rules and the
-# parameter ranges, naming every bad key and the file that set it.
-from dashrepro.analysis.registry import kind_module  # noqa: E402
+# values over it; expand the method grids and defaults into `methods` (in place), then validate
+# the result against the JSON schema, the cross-field rules and the parameter ranges, naming
+# every bad key and the file that set it.
+from dashrepro.analysis.registry import kind_module, kind_needs  # noqa: E402
+from dashrepro.analysis.tables import publishable  # noqa: E402
 from dashrepro.config import (  # noqa: E402
     checkpoint_steps,
+    resolve_repo_path,
     snakemake_config_sources,
     validate_config,
 )
+from dashrepro.run_matrix import run_matrix, spec_scales  # noqa: E402
 
 validate_config(
     config,
@@ -28,13 +32,18 @@ validate_config(
 EXP = config["experiment"]
 RESULTS = f"results/{EXP}"
 BENCHMARKS = list(config["benchmarks"])
-SEEDS = [int(s) for s in config["seeds"]]
+# The published numbers ship with the workflow: found from any working directory.
+PUBLISHED = str(resolve_repo_path(config["published_numbers"]))
+# (method, scale) -> its training seeds: the `runs` groups, and every pair a table or figure
+# reports on (with the global `seeds` unless a group names it).
+RUNS = run_matrix(config)
 # The scales the tables and figures report on: evaluated (base model included) and trained.
 REPORT_SCALES = sorted(
     {
-        spec["scale"]
+        scale
         for group in ("tables", "figures")
         for spec in config[group].values()
+        for scale in spec_scales(spec)
     }
 )
 # Evaluation settings split by the stage that uses them, so a grader change reruns grading only.
@@ -173,12 +182,12 @@ def base_model_of(wildcards):
     return base_model_ref(wildcards.scale)
 
 
-def train_all_methods_files():
-    """Every configured method trained for the first seed at every reported scale."""
+def train_all_runs_files():
+    """Every run of the matrix: each (method, scale) pair with each of its seeds."""
     return [
-        f"{run_dir(method, scale, SEEDS[0])}/train_metrics.parquet"
-        for scale in REPORT_SCALES
-        for method in config["methods"]
+        f"{run_dir(method, scale, seed)}/train_metrics.parquet"
+        for (method, scale), seeds in RUNS.items()
+        for seed in seeds
     ]
 
 
@@ -213,19 +222,24 @@ def run_samples(wildcards):
     )
 
 
-def result_set(name, scale, methods):
-    """The files of one input set of `dashrepro.analysis.registry.INPUT_SETS`."""
-    runs = [(method, seed) for method in methods for seed in SEEDS]
+def result_set(name, scales, methods):
+    """The files of one input set of `dashrepro.analysis.registry.INPUT_SETS`, over the
+    (method, scale) pairs of a table or figure and each pair's seeds."""
+    runs = [
+        (m, scale, s) for scale in scales for m in methods for s in RUNS[(m, scale)]
+    ]
     if name == "selections":
-        return [f"{RESULTS}/selection/{m}/{scale}/seed{s}.json" for m, s in runs]
+        return [f"{RESULTS}/selection/{m}/{c}/seed{s}.json" for m, c, s in runs]
     if name in ("summaries", "samples"):
         file = "summary.json" if name == "summaries" else "samples.parquet"
-        return [p for m, s in runs for p in checkpoint_eval_files(m, scale, s, file)]
+        return [p for m, c, s in runs for p in checkpoint_eval_files(m, c, s, file)]
     if name in ("traces", "metrics"):
         file = "token_traces.parquet" if name == "traces" else "train_metrics.parquet"
-        return [f"{run_dir(m, scale, s)}/{file}" for m, s in runs]
+        return [f"{run_dir(m, c, s)}/{file}" for m, c, s in runs]
     if name == "base_accuracy":
-        return [f"{RESULTS}/eval/base/{scale}/accuracy.json"]
+        return [f"{RESULTS}/eval/base/{scale}/accuracy.json" for scale in scales]
+    if name == "published":
+        return [PUBLISHED]
     raise ValueError(f"unknown input set {name!r}")
 
 
@@ -235,24 +249,40 @@ def report_inputs(group):
 
     def inputs(wildcards):
         spec = config[group][getattr(wildcards, wildcard)]
-        needs = kind_module(group, spec["kind"]).NEEDS
+        needs = kind_needs(group, spec)
         return {
-            name: result_set(name, spec["scale"], spec["methods"]) for name in needs
+            name: result_set(name, spec_scales(spec), spec["methods"]) for name in needs
         }
 
     return inputs
 
 
-def report_context(spec):
-    """What a table or figure module may need besides its inputs: labels, order, seeds."""
+def batch_layout(scale):
+    """A scale's batch decomposition (what the batch_runtime table shows)."""
+    train = config["scales"][scale]["train"]
     return {
+        "micro_batch_size": train["micro_batch_size"],
+        "grad_accumulation": train["grad_accumulation"],
+        "num_processes": train.get("num_processes", 1),
+    }
+
+
+def report_context(name, spec):
+    """What a table or figure module may need besides its inputs: labels, order, seeds."""
+    scales = spec_scales(spec)
+    return {
+        "id": name,
         "experiment": EXP,
-        "scale": spec["scale"],
+        "scale": scales[0],
+        "scales": scales,
+        "scale_labels": {s: config["scales"][s].get("label", s) for s in scales},
         "benchmarks": BENCHMARKS,
         "benchmark_labels": {b: config["benchmarks"][b]["label"] for b in BENCHMARKS},
         "method_labels": {m: config["methods"][m]["label"] for m in spec["methods"]},
-        "seeds": SEEDS,
-        "steps": steps_for_scale(spec["scale"]),
+        "seeds": sorted({s for m in spec["methods"] for s in RUNS[(m, scales[0])]}),
+        "runs": {f"{m}/{c}": RUNS[(m, c)] for c in scales for m in spec["methods"]},
+        "steps": steps_for_scale(scales[0]),
+        "train": {s: batch_layout(s) for s in scales},
     }
 
 
@@ -273,6 +303,15 @@ def figure_files():
         f"{RESULTS}/figures/{{figure}}.{{ext}}",
         figure=config["figures"],
         ext=["png", "pdf", "json"],
+    )
+
+
+def published_table_files():
+    """The tables whose kind can draw the paper's published numbers, from those numbers."""
+    return expand(
+        "results/published/tables/{table}.{ext}",
+        table=[t for t, spec in config["tables"].items() if publishable(spec)],
+        ext=["csv", "md", "tex"],
     )
 
 

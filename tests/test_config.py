@@ -39,8 +39,8 @@ def test_default_config_is_valid(repo_root):
             "figures.checkpoint_curves.kind",
         ),
         (
-            lambda c: c["tables"]["main_results"].update(options={"shading": True}),
-            "tables.main_results.options.shading",
+            lambda c: c["tables"]["main_results"].update(options={"colour": True}),
+            "tables.main_results.options.colour",
         ),
         (lambda c: c["evaluation"].pop("seed"), "'seed' is a required property"),
         # A local dataset must be pinned by its sha256, a hub dataset by its revision.
@@ -126,7 +126,7 @@ BAD_VALUES = [
     # (method entry changes, key named, range named)
     ({"dash": {"params": {"kappa": -5}}}, "methods.dash.params.kappa", "kappa >= 0"),
     ({"dash": {"params": {"kappa": float("nan")}}}, "methods.dash.params.kappa", "kappa >= 0"),
-    ({"entropy_gate": {"params": {"kappa": True}}}, "methods.entropy_gate.params.kappa", "kappa >= 0"),
+    ({"entropy_gate_k5": {"params": {"kappa": True}}}, "methods.entropy_gate_k5.params.kappa", "kappa >= 0"),
     ({"fixed_lambda_0p5": {"params": {"lam": 1.5}}}, "methods.fixed_lambda_0p5.params.lam", "0 <= lam <= 1"),
     ({"pw_opsd": {"params": {"position_s": 0}}}, "methods.pw_opsd.params.position_s", "position_s > 0"),
     ({"pw_opsd": {"params": {"position_w_min": -0.1}}}, "methods.pw_opsd.params.position_w_min", "0 <= position_w_min <= 1"),
@@ -134,9 +134,9 @@ BAD_VALUES = [
     ({"eopd": {"objective_params": {"entropy_threshold": -1}}}, "methods.eopd.objective_params.entropy_threshold", "entropy_threshold >= 0"),
     ({"dash": {"tau": -0.05}}, "methods.dash.tau", "less than or equal to the minimum of 0"),
     ({"dash_top100": {"top_k": 0}}, "methods.dash_top100.top_k", "less than the minimum of 1"),
-    ({"dash_grpo": {"grpo": {"eta": -0.3}}}, "methods.dash_grpo.grpo.eta", "less than the minimum of 0"),
-    ({"dash_grpo": {"grpo": {"group_size": 1}}}, "methods.dash_grpo.grpo.group_size", "less than the minimum of 2"),
-    ({"dash_grpo": {"grpo": {"gamma": 1.5}}}, "methods.dash_grpo.grpo.gamma", "greater than the maximum of 1"),
+    ({"dash_grpo_eta0p3_k8": {"grpo": {"eta": -0.3}}}, "methods.dash_grpo_eta0p3_k8.grpo.eta", "less than the minimum of 0"),
+    ({"dash_grpo_eta0p3_k8": {"grpo": {"group_size": 1}}}, "methods.dash_grpo_eta0p3_k8.grpo.group_size", "less than the minimum of 2"),
+    ({"dash_grpo_eta0p3_k8": {"grpo": {"gamma": 1.5}}}, "methods.dash_grpo_eta0p3_k8.grpo.gamma", "greater than the maximum of 1"),
 ]  # fmt: skip
 
 
@@ -237,3 +237,56 @@ def test_cli_validates_an_overlay_merged_over_the_base(repo_root, tmp_path):
     assert bad.returncode != 0
     assert "evaluation.temperature: -1.0 is less than or equal to the minimum of 0" in bad.stderr
     assert f"[set in {overlay}]" in bad.stderr
+
+
+def test_the_paper_overlay_declares_33_methods_and_149_runs(repo_root):
+    from dashrepro.run_matrix import run_matrix
+
+    config = load_config(
+        repo_root / "workflow_config.yaml", repo_root / "config/experiments/paper.yaml"
+    )
+    assert len(config["methods"]) == 33
+    assert all(m["tau"] == 0.05 for m in config["methods"].values())  # method_defaults
+    runs = run_matrix(config)
+    assert sum(len(seeds) for seeds in runs.values()) == 149
+    assert runs[("eopd", "qwen3_8b")] == [0] and runs[("dash_k20", "qwen3_1p7b")] == [0, 1, 2, 3]
+    assert ("dash_k20", "qwen3_8b") not in runs  # ablations run at 1.7B only
+    assert config["methods"]["dash_grpo_noagg_eta0p5_k4"]["grpo"] == {
+        "aggregate": False,
+        "eta": 0.5,
+        "group_size": 4,
+    }
+
+
+def test_a_method_grid_expands_to_named_points_with_labels():
+    from dashrepro.run_matrix import expand_methods
+
+    config = {
+        "methods": {"fixed_lambda_0p5": {"label": "kept", "aggregation": "fixed_lambda",
+                                         "divergence": "forward_kl", "params": {"lam": 0.5}}},
+        "method_defaults": {"tau": None},
+        "method_grids": {"lam": {
+            "name": "fixed_lambda_{lam}", "label": "Fixed $\\lambda={lam}$",
+            "method": {"aggregation": "fixed_lambda", "divergence": "forward_kl"},
+            "vary": {"params.lam": [0.1, 0.5]},
+        }},
+    }  # fmt: skip
+    methods = expand_methods(config)["methods"]
+    assert methods["fixed_lambda_0p1"] == {
+        "aggregation": "fixed_lambda", "divergence": "forward_kl", "params": {"lam": 0.1},
+        "label": "Fixed $\\lambda=0.1$", "tau": None,
+    }  # fmt: skip
+    assert methods["fixed_lambda_0p5"]["label"] == "kept"  # the explicit entry wins
+    config["method_grids"]["lam"]["vary"] = {"params.lam": [0.1, 0.5, 0.7]}
+    config["methods"]["fixed_lambda_0p7"] = {**methods["fixed_lambda_0p5"], "params": {"lam": 0.9}}
+    with pytest.raises(ValueError, match="fixed_lambda_0p7.*other training values"):
+        expand_methods(config)
+
+
+def test_a_runs_group_naming_an_unknown_method_is_an_error(repo_root):
+    from dashrepro.config import read_config_file
+
+    config = read_config_file(repo_root / "workflow_config.yaml")
+    config["runs"] = [{"methods": ["dash_k3"], "scales": ["tiny"], "seeds": [0]}]
+    with pytest.raises(ConfigError, match="runs.0.methods: unknown method 'dash_k3'"):
+        validate_config(config)

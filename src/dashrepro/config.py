@@ -29,6 +29,7 @@ import yaml
 
 from dashrepro.analysis.registry import GROUPS, spec_problems
 from dashrepro.parameters import AGGREGATION_PARAMS, DIVERGENCES, OBJECTIVES, check_params
+from dashrepro.run_matrix import expand_methods, matrix_problems, spec_scales
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 
@@ -198,7 +199,9 @@ def check_semantics(config: Mapping) -> list[str]:
                 f"evaluation.vllm.max_model_len: {vllm_len} leaves no room for a prompt before "
                 f"evaluation.max_new_tokens={evaluation['max_new_tokens']}"
             )
-    evaluated = {spec["scale"] for group in GROUPS for spec in config[group].values()}
+    evaluated = {
+        scale for group in GROUPS for spec in config[group].values() for scale in spec_scales(spec)
+    }
     for scale, spec in config["scales"].items():
         problems += _length_problems(scale, spec, evaluation if scale in evaluated else None)
         train = spec["train"]
@@ -245,15 +248,16 @@ def check_semantics(config: Mapping) -> list[str]:
     for group in GROUPS:
         for name, spec in config[group].items():
             problems += _output_problems(group, name, spec, config)
-    return problems
+    return problems + matrix_problems(config)
 
 
 def _output_problems(group: str, name: str, spec: Mapping, config: Mapping) -> list[str]:
     """A table or figure entry: its scale and methods exist, its kind and options are known."""
     where = f"{group}.{name}"
     problems = []
-    if spec["scale"] not in config["scales"]:
-        problems.append(f"{where}.scale: unknown scale {spec['scale']!r}")
+    for scale in spec_scales(spec):
+        if scale not in config["scales"]:
+            problems.append(f"{where}.scale: unknown scale {scale!r}")
     for method in spec["methods"]:
         if method not in config["methods"]:
             problems.append(f"{where}.methods: unknown method {method!r}")
@@ -282,13 +286,18 @@ def validate_config(
     source: str = "<config>",
     sources: Sequence[tuple[str, Mapping]] = (),
 ) -> None:
-    """Raise ``ConfigError`` listing every problem of ``config``.
+    """Raise ``ConfigError`` listing every problem of ``config``, after expanding its method
+    grids and defaults into ``methods`` in place (``run_matrix.expand_methods``).
 
     ``source`` names what the configuration was merged from (the files loaded, in order);
     ``sources`` are those files' own contents as (name, mapping), so each problem can say which
     file set the offending value.
     """
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    try:
+        expand_methods(config)
+    except ValueError as exc:
+        raise ConfigError(f"invalid configuration in {source}:\n  - {exc}") from exc
     problems = schema_errors(config, schema)
     if not problems:
         problems = check_semantics(config)

@@ -21,7 +21,7 @@ import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -150,6 +150,21 @@ def read_parquet(path: str | os.PathLike, columns: list[str] | None = None) -> p
         raise UnreadableFileError(
             f"{path}: cannot read as parquet ({type(exc).__name__}: {exc})"
         ) from exc
+
+
+def read_csv(path: str | os.PathLike, required: Sequence[str] = ()) -> pd.DataFrame:
+    """``pd.read_csv`` (strings kept as written) whose failures, and missing ``required``
+    columns, name the file."""
+    try:
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_values=[""])
+    except FileNotFoundError:
+        raise UnreadableFileError(f"{path}: no such file") from None
+    except (UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as exc:
+        raise UnreadableFileError(f"{path}: cannot read as CSV ({exc})") from None
+    missing = [c for c in required if c not in frame.columns]
+    if missing:
+        raise UnreadableFileError(f"{path}: missing columns {missing}")
+    return frame
 
 
 def read_parquet_record(path: str | os.PathLike) -> dict | None:

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from dashrepro.analysis.selection import select_best_checkpoint
-from dashrepro.analysis.tables import main_results
+from dashrepro.analysis.tables import method_scores
 from dashrepro.evaluation.scoring import summarize_samples, unbiased_pass_at_k
 
 BENCHES = ["a", "b", "c"]
@@ -46,16 +46,18 @@ def test_table_mean_and_sample_std_over_seeds():
         }
         for s, v in enumerate([(10, 20, 30), (20, 20, 50)])
     ]
-    table = main_results.main_results_table(records, ["dash"], {"dash": "DASH"}, BENCHES)
-    row = table.iloc[0]
-    assert row["a_mean"] == 15 and row["a_std"] == pytest.approx(math.sqrt(50))  # ddof = 1
-    assert row["b_std"] == 0
-    assert row["average"] == pytest.approx((15 + 20 + 40) / 3)
+    cells = method_scores.selection_cells(
+        records, "t", ["dash"], {"dash": "DASH"}, BENCHES, ["s"]
+    ).set_index("column")
+    assert cells.loc["a", "value"] == 15 and cells.loc["a", "std"] == pytest.approx(math.sqrt(50))
+    assert cells.loc["b", "std"] == 0  # ddof = 1 over two equal values
+    assert cells.loc["average", "value"] == pytest.approx((15 + 20 + 40) / 3)
+    assert math.isnan(cells.loc["average", "std"]) and cells.loc["a", "seeds"] == "0,1"
     context = {"benchmark_labels": {"a": "A", "b": "B", "c": "C"}, "experiment": "e",
-               "scale": "s", "seeds": [0, 1]}  # fmt: skip
-    md = main_results.markdown(table, context)
-    assert "| DASH | 15.00 ± 7.07 |" in md
-    tex = main_results.latex(table, context)
+               "scales": ["s"], "id": "t"}  # fmt: skip
+    rendered = method_scores.render(cells.reset_index(), {"methods": ["dash"]}, context)
+    assert "| DASH | **15.00 ± 7.07** |" in rendered["md"]  # the only row ranks first
+    tex = rendered["tex"]
     assert "\\toprule" in tex and "\\midrule" in tex and "\\bottomrule" in tex
 
 

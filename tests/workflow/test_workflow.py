@@ -32,7 +32,7 @@ def small_config(default: dict) -> dict:
     config["evaluation"].update(samples_per_problem=2, max_new_tokens=40)
     # Snakemake merges this file over workflow_config.yaml, so every configured method stays:
     # the GRPO hybrid's groups must fit the smaller batch.
-    config["methods"]["dash_grpo"]["grpo"]["group_size"] = 2
+    config["methods"]["dash_grpo_eta0p3_k8"]["grpo"]["group_size"] = 2
     return config
 
 
@@ -92,40 +92,42 @@ def test_dry_run_lists_every_stage(finished_run):
 def test_table_numbers_recompute_from_per_sample_files(finished_run, default_config):
     workdir, _ = finished_run
     results = workdir / "results" / "e2e"
-    table = pd.read_csv(results / "tables" / "main_results.csv")
+    cells = pd.read_csv(results / "tables" / "main_results.csv")
     methods = default_config["tables"]["main_results"]["methods"]
     benches = list(default_config["benchmarks"])
-    assert list(table["method"]) == methods
-    for row in table.to_dict("records"):
+    assert list(dict.fromkeys(cells["row"])) == methods
+    assert set(cells["column"]) == {*benches, "average"} and set(cells["scale"]) == {"tiny"}
+    for method in methods:
         per_seed = []
         for seed in default_config["seeds"]:
             selection = json.loads(
-                (results / "selection" / row["method"] / "tiny" / f"seed{seed}.json").read_text()
+                (results / "selection" / method / "tiny" / f"seed{seed}.json").read_text()
             )
             step = selection["selected_step"]
             samples = pd.read_parquet(
                 results
                 / "eval"
-                / row["method"]
+                / method
                 / "tiny"
                 / f"seed{seed}"
                 / f"step{step}"
                 / "samples.parquet"
             )
-            assert set(samples["checkpoint"]) == {f"{row['method']}/tiny/seed{seed}/step{step}"}
+            assert set(samples["checkpoint"]) == {f"{method}/tiny/seed{seed}/step{step}"}
             scores = {
                 b: 100.0
                 * samples[samples["benchmark"] == b].groupby("problem_id")["correct"].mean().mean()
                 for b in benches
             }
             per_seed.append(scores)
+        mine = cells[cells["row"] == method].set_index("column")
         for b in benches:
             values = pd.Series([s[b] for s in per_seed])
-            assert 0.0 <= row[f"{b}_mean"] <= 100.0
-            assert row[f"{b}_mean"] == pytest.approx(values.mean(), abs=1e-9)
-            assert row[f"{b}_std"] == pytest.approx(values.std(ddof=1), abs=1e-9)
-        assert row["average"] == pytest.approx(
-            sum(row[f"{b}_mean"] for b in benches) / len(benches)
+            assert 0.0 <= mine.loc[b, "value"] <= 100.0
+            assert mine.loc[b, "value"] == pytest.approx(values.mean(), abs=1e-9)
+            assert mine.loc[b, "std"] == pytest.approx(values.std(ddof=1), abs=1e-9)
+        assert mine.loc["average", "value"] == pytest.approx(
+            sum(mine.loc[b, "value"] for b in benches) / len(benches)
         )
     markdown = (results / "tables" / "main_results.md").read_text()
     latex = (results / "tables" / "main_results.tex").read_text()

@@ -10,8 +10,11 @@ importing matplotlib or torch (Snakemake reads them while it parses the workflow
 - ``OPTIONS``: the keys its ``options`` may hold, with their meaning;
 - ``CAPTION``: the report caption (reStructuredText);
 
-and a function: tables ``build(spec, inputs, context) -> pandas.DataFrame`` plus
-``markdown(table, context) -> str`` and ``latex(table, context) -> str``; figures
+and functions: tables ``build(spec, inputs, context) -> cells`` (a DataFrame of
+``tables._render.CELL_COLUMNS``: one record per number, the table's CSV) and ``render(cells,
+spec, context) -> {"md", "tex"}``, optionally ``from_published(published, spec, context) ->
+cells`` (the same table from the paper's published numbers) and ``needs(spec)`` (input sets
+that depend on the options); figures
 ``draw(spec, inputs, context) -> (matplotlib Figure, data)`` where ``data`` (JSON) is every
 number the figure shows.
 
@@ -31,7 +34,8 @@ INPUT_SETS = {
     "samples": "eval/<method>/<scale>/seed<s>/step<t>/samples.parquet of every checkpoint",
     "traces": "runs/<method>/<scale>/seed<s>/token_traces.parquet",
     "metrics": "runs/<method>/<scale>/seed<s>/train_metrics.parquet",
-    "base_accuracy": "eval/base/<scale>/accuracy.json (one file)",
+    "base_accuracy": "eval/base/<scale>/accuracy.json (one file per scale)",
+    "published": "the paper's published numbers (config key published_numbers, one CSV)",
 }
 
 GROUPS = ("tables", "figures")
@@ -51,6 +55,13 @@ def kind_module(group: str, kind: str) -> ModuleType:
     return importlib.import_module(f"dashrepro.analysis.{group}.{kind}")
 
 
+def kind_needs(group: str, spec: dict) -> tuple[str, ...]:
+    """The input sets of one entry: its kind's ``needs(spec)`` where the kind has one (the sets
+    may depend on its options), else ``NEEDS``."""
+    module = kind_module(group, spec["kind"])
+    return tuple(module.needs(spec)) if hasattr(module, "needs") else tuple(module.NEEDS)
+
+
 def spec_problems(group: str, name: str, spec: dict) -> list[str]:
     """What is wrong with one ``tables``/``figures`` entry (an unknown kind, option, input set)."""
     where = f"{group}.{name}"
@@ -65,7 +76,7 @@ def spec_problems(group: str, name: str, spec: dict) -> list[str]:
     ]
     problems += [
         f"{where}: kind {spec['kind']!r} needs unknown input set {need!r}"
-        for need in module.NEEDS
+        for need in kind_needs(group, spec)
         if need not in INPUT_SETS
     ]
     return problems

@@ -1,0 +1,148 @@
+"""The experiment matrix: which methods exist, and which (method, scale, seed) runs are trained.
+
+The config declares methods three ways, expanded here before validation:
+
+- ``methods``: one entry per configuration (label, aggregation, divergence, params, ...);
+- ``method_grids``: one entry per family, expanded into one method per point of its grid, e.g.
+  ``dash_k{kappa}`` with ``vary: {params.kappa: [1, 2, 10, 20]}`` gives ``dash_k1`` ...
+  ``dash_k20`` (a value's name form writes ``.`` as ``p``: ``0.3`` -> ``0p3``);
+- ``method_defaults``: keys every method takes unless its entry sets them (the paper's
+  ``tau: 0.05`` for all, the embedded default's ``tau: null``).
+
+The runs: ``runs`` groups declare the seeds of (method, scale) pairs (the paper's provenance
+table: OPSD, DASH and every DASH ablation with seeds 0-3, EOPD, AVSD and PW-OPSD with seed 0). A
+pair a table or figure reports on that no group declares runs with the global ``seeds``.
+
+Torch-free: Snakemake imports this while it parses the workflow.
+
+    from dashrepro.run_matrix import expand_methods, run_matrix
+    expand_methods(config)            # in place; raises ValueError naming a bad grid key
+    run_matrix(config)[("dash", "qwen3_1p7b")]   # [0, 1, 2, 3]
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from collections.abc import Mapping
+
+from dashrepro.analysis.registry import GROUPS
+
+
+def value_name(value) -> str:
+    """A grid value as it appears in a method name: ``0.3`` -> ``0p3``, ``True`` -> ``true``."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value).replace(".", "p").replace("-", "m")
+
+
+def _fill(template: str, values: Mapping[str, object], name_form: bool) -> str:
+    """``template`` with each ``{key}`` replaced (plain replacement, so LaTeX braces stay)."""
+    for key, value in values.items():
+        template = template.replace(f"{{{key}}}", value_name(value) if name_form else str(value))
+    return template
+
+
+def _set_path(entry: dict, path: str, value) -> None:
+    *parents, leaf = path.split(".")
+    node = entry
+    for part in parents:
+        node = node.setdefault(part, {})
+    node[leaf] = value
+
+
+def grid_methods(grid_id: str, grid: Mapping) -> dict[str, dict]:
+    """The method entries of one ``method_grids`` entry, by name."""
+    where = f"method_grids.{grid_id}"
+    for key in ("name", "label", "method", "vary"):
+        if key not in grid:
+            raise ValueError(f"{where}: missing key {key!r}")
+    vary = grid["vary"]
+    if not isinstance(vary, Mapping) or not vary:
+        raise ValueError(f"{where}.vary: a mapping of key paths to value lists")
+    for path, values in vary.items():
+        if not isinstance(values, list) or not values:
+            raise ValueError(f"{where}.vary.{path}: a non-empty list of values")
+        if f"{{{path.rsplit('.', 1)[-1]}}}" not in grid["name"]:
+            raise ValueError(
+                f"{where}.name: {grid['name']!r} must contain {{{path.rsplit('.', 1)[-1]}}} "
+                "so that each point of the grid has its own name"
+            )
+    methods = {}
+    paths = list(vary)
+    for point in itertools.product(*(vary[p] for p in paths)):
+        values = {p.rsplit(".", 1)[-1]: v for p, v in zip(paths, point, strict=True)}
+        entry = copy.deepcopy(dict(grid["method"]))
+        entry.setdefault("params", {})
+        for path, value in zip(paths, point, strict=True):
+            _set_path(entry, path, value)
+        entry["label"] = _fill(grid["label"], values, name_form=False)
+        methods[_fill(grid["name"], values, name_form=True)] = entry
+    return methods
+
+
+def _training_keys(entry) -> dict:
+    """A method entry without its display label (what training depends on)."""
+    return {k: v for k, v in entry.items() if k != "label"} if isinstance(entry, dict) else entry
+
+
+def expand_methods(config: dict) -> dict:
+    """``config`` with ``method_grids`` expanded into ``methods`` and ``method_defaults`` filled
+    into every method entry (in place; also returned). A generated name that a method already
+    has keeps that entry (and its label) if it trains the same; otherwise ``ValueError``.
+    Expanding an expanded config changes nothing."""
+    methods = config.setdefault("methods", {})
+    if not isinstance(methods, dict):
+        return config  # the schema names the problem
+    defaults = config.get("method_defaults") or {}
+    for grid_id, grid in (config.get("method_grids") or {}).items():
+        for name, entry in grid_methods(grid_id, grid).items():
+            if name not in methods:
+                methods[name] = entry
+            elif _training_keys({**defaults, **methods[name]}) != _training_keys(
+                {**defaults, **entry}
+            ):
+                raise ValueError(
+                    f"method_grids.{grid_id}: generates method {name!r}, which methods.{name} "
+                    "already declares with other training values"
+                )
+    for entry in methods.values():
+        if isinstance(entry, dict):
+            for key, value in defaults.items():
+                entry.setdefault(key, copy.deepcopy(value))
+    return config
+
+
+def spec_scales(spec: Mapping) -> list[str]:
+    """The scales of a ``tables``/``figures`` entry: its ``scale``, one name or a list."""
+    scale = spec["scale"]
+    return [scale] if isinstance(scale, str) else list(scale)
+
+
+def run_matrix(config: Mapping) -> dict[tuple[str, str], list[int]]:
+    """(method, scale) -> the seeds it is trained with, for every declared or reported pair."""
+    matrix: dict[tuple[str, str], set[int]] = {}
+    for group in config.get("runs") or []:
+        for method in group["methods"]:
+            for scale in group["scales"]:
+                matrix.setdefault((method, scale), set()).update(int(s) for s in group["seeds"])
+    default = [int(s) for s in config["seeds"]]
+    for group in GROUPS:
+        for spec in (config.get(group) or {}).values():
+            for scale in spec_scales(spec):
+                for method in spec["methods"]:
+                    matrix.setdefault((method, scale), set(default))
+    return {pair: sorted(seeds) for pair, seeds in matrix.items()}
+
+
+def matrix_problems(config: Mapping) -> list[str]:
+    """``runs`` groups naming methods or scales that do not exist."""
+    problems = []
+    for i, group in enumerate(config.get("runs") or []):
+        for method in group["methods"]:
+            if method not in config["methods"]:
+                problems.append(f"runs.{i}.methods: unknown method {method!r}")
+        for scale in group["scales"]:
+            if scale not in config["scales"]:
+                problems.append(f"runs.{i}.scales: unknown scale {scale!r}")
+    return problems

@@ -1,0 +1,161 @@
+"""The table kinds: rank shading with ties, the published numbers through the same renderer
+(the paper's main table must come out shaded exactly as printed), and each kind's numbers."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pandas as pd
+import pytest
+
+from dashrepro.analysis.tables import make_published_table, publishable
+from dashrepro.analysis.tables._render import cells_frame, published_cells, ranks, shade
+from dashrepro.config import load_config
+from dashrepro.io import read_csv
+from dashrepro.run_matrix import run_matrix, spec_scales
+
+
+@pytest.fixture(scope="module")
+def paper_config(repo_root):
+    return load_config(
+        repo_root / "workflow_config.yaml", repo_root / "config/experiments/paper.yaml"
+    )
+
+
+@pytest.fixture(scope="module")
+def published(repo_root, paper_config):
+    return read_csv(repo_root / paper_config["published_numbers"])
+
+
+def context_of(config, name: str) -> dict:
+    """What rules/common.smk's report_context gives a table (the parts the kinds read)."""
+    spec = config["tables"][name]
+    scales = spec_scales(spec)
+    runs = run_matrix(config)
+    return {
+        "id": name, "experiment": config["experiment"], "scale": scales[0], "scales": scales,
+        "scale_labels": {s: config["scales"][s].get("label", s) for s in scales},
+        "benchmarks": list(config["benchmarks"]),
+        "benchmark_labels": {b: v["label"] for b, v in config["benchmarks"].items()},
+        "method_labels": {m: config["methods"][m]["label"] for m in spec["methods"]},
+        "runs": {f"{m}/{c}": runs[(m, c)] for c in scales for m in spec["methods"]},
+        "train": {s: {k: config["scales"][s]["train"].get(k, 1) for k in
+                      ("micro_batch_size", "grad_accumulation", "num_processes")} for s in scales},
+    }  # fmt: skip
+
+
+def test_ranks_are_the_top_three_distinct_displayed_values_ties_sharing():
+    assert ranks([58.3, 57.8, 58.3, 55.6, 51.0, math.nan]) == [1, 2, 1, 3, None, None]
+    # 76.204 and 76.2 show as 76.20: one value, one rank
+    assert ranks([77.2, 76.4, 76.204, 76.2, 73.9]) == [1, 2, 3, 3, None]
+    assert ranks([1.0, 2.0], top=1) == [None, 1]
+
+
+def test_the_published_main_table_is_shaded_exactly_as_the_paper(published, paper_config):
+    main = published[published["table"] == "main_results"]
+    cells = published_cells(published, "main_results", {})
+    computed = shade(cells, "rank")
+    printed = [None if pd.isna(r) else int(r) for r in main["rank"]]
+    assert list(computed) == printed
+    assert sum(r is not None for r in printed) == 43  # 12 first, 18 second, 13 third
+    rendered = make_published_table(
+        published, paper_config["tables"]["main_results"], context_of(paper_config, "main_results")
+    )
+    assert r"\firstscore{58.30}" in rendered["tex"] and r"Base$^{\dagger}$" in rendered["tex"]
+    assert "| GRPO† | 51.10 |" in rendered["md"]
+
+
+def test_every_published_table_renders(published, paper_config):
+    rendered = {
+        name: make_published_table(published, spec, context_of(paper_config, name))
+        for name, spec in paper_config["tables"].items()
+        if publishable(spec)
+    }
+    assert set(rendered) == {
+        "main_results", "supp_propagation_controls", "supp_allocation_signal",
+        "supp_local_designs", "vocabulary_support", "supp_four_seed_results",
+        "supp_grpo_grid", "grpo_hybrid_8b", "supp_batch_runtime",
+    }  # fmt: skip
+    assert "| 0.5 | 8 | 42.50 | 44.50 | **+2.00** |" in rendered["supp_grpo_grid"]["md"]
+    assert "| AIME 2024 | 58.30 ± 0.90 |" in rendered["supp_four_seed_results"]["md"]
+    assert "| Qwen3-8B | 1/16/4 | 15.00 h |" in rendered["supp_batch_runtime"]["md"]
+    assert "*Propagation-gate signal*" in rendered["supp_allocation_signal"]["md"]
+    for tables in rendered.values():
+        tex = tables["tex"]
+        assert tex.count(r"\begin{tabular}") == tex.count(r"\end{tabular}") == 1
+        assert tex.count("{") == tex.count("}")  # balanced braces
+
+
+def test_grpo_grid_gain_is_aggregated_minus_not(paper_config, tmp_path):
+    from dashrepro.analysis.tables import grpo_grid
+
+    spec = paper_config["tables"]["supp_grpo_grid"]
+    paths = []
+    for i, method in enumerate(spec["methods"]):
+        for seed in (0, 1):
+            path = tmp_path / f"{method}-{seed}.json"
+            value = 40.0 + i + seed
+            path.write_text(json.dumps({
+                "method": method, "scale": "qwen3_1p7b", "seed": seed, "selected_step": 20,
+                "benchmark_scores": {b: value for b in paper_config["benchmarks"]},
+            }))  # fmt: skip
+            paths.append(path)
+    cells = grpo_grid.build(spec, {"selections": paths}, context_of(paper_config, "supp_grpo_grid"))
+    first = cells[cells["row"] == "grpo_eta0p3_k4"].set_index("column")["value"]
+    assert first["no_agg"] == 40.5 and first["agg"] == 41.5 and first["gain"] == 1.0
+
+
+def test_result_provenance_counts_the_run_matrix(paper_config):
+    from dashrepro.analysis.tables import result_provenance
+
+    spec = paper_config["tables"]["supp_result_provenance"]
+    context = context_of(paper_config, "supp_result_provenance")
+    cells = result_provenance.build(spec, {}, context)
+    rendered = result_provenance.render(cells, spec, context)
+    assert "| EOPD | Our rerun | One (s = 0) |" in rendered["md"]
+    assert "| OPSD | Our rerun | s in {0,1,2,3} |" in rendered["md"]
+    assert "| Base | Zhao et al. | Not applicable |" in rendered["md"]
+    assert r"$s\in\{0,1,2,3\}$" in rendered["tex"]
+
+
+def test_batch_runtime_sums_the_phase_seconds(paper_config, tmp_path):
+    from dashrepro.analysis.tables import batch_runtime
+
+    spec = paper_config["tables"]["supp_batch_runtime"]
+    paths = []
+    for scale, seconds in (("qwen3_1p7b", 900.0), ("qwen3_4b", 1800.0), ("qwen3_8b", 3600.0)):
+        path = tmp_path / "runs" / "dash" / scale / "seed0" / "train_metrics.parquet"
+        path.parent.mkdir(parents=True)
+        pd.DataFrame({"step": [1, 2], "seconds_rollout": [seconds / 4] * 2,
+                      "seconds_student": [seconds / 4] * 2, "loss": [1.0, 0.5]}).to_parquet(path)  # fmt: skip
+        paths.append(path)
+    context = context_of(paper_config, "supp_batch_runtime")
+    cells = batch_runtime.build(spec, {"metrics": paths}, context)
+    hours = cells[cells["column"] == "hours"].set_index("scale")["value"]
+    assert list(hours) == [0.25, 0.5, 1.0]
+    assert "| Qwen3-1.7B | 4/2/8 | 0.25 h |" in batch_runtime.render(cells, spec, context)["md"]
+
+
+def test_external_rows_come_first_with_a_dagger(published, paper_config, tmp_path):
+    from dashrepro.analysis.tables import method_scores
+
+    spec = paper_config["tables"]["main_results"]
+    context = context_of(paper_config, "main_results")
+    records = [
+        {"method": m, "scale": s, "seed": seed, "selected_step": 20,
+         "benchmark_scores": {b: 50.0 for b in context["benchmarks"]}}
+        for s in context["scales"] for m in spec["methods"] for seed in context["runs"][f"{m}/{s}"]
+    ]  # fmt: skip
+    paths = []
+    for i, record in enumerate(records):
+        paths.append(tmp_path / f"{i}.json")
+        paths[-1].write_text(json.dumps(record))
+    csv = tmp_path / "published.csv"
+    published.to_csv(csv, index=False)
+    cells = method_scores.build(spec, {"selections": paths, "published": [csv]}, context)
+    assert list(dict.fromkeys(cells["row"]))[:3] == ["base", "sft", "grpo"]
+    assert set(cells[cells["row"] == "eopd"]["n_seeds"]) == {1}
+    md = method_scores.render(cells, spec, context)["md"].splitlines()
+    assert md[2].startswith("| Base† | **51.50** |") and "DASH (Ours)" in md[-1]
+    assert cells_frame([]).columns.tolist()[:3] == ["table", "row", "label"]
