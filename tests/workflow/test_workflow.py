@@ -380,6 +380,6 @@ def test_one_figure_regenerates_alone_and_the_report_is_captioned(run_copy, repo
     made = snakemake(run_copy, repo_root, "--report", str(report))
     assert made.returncode == 0, (made.stdout + made.stderr)[-3000:]
     html = report.read_text()
-    for text in ("main_results", "checkpoint_curves", "divergence_association",
+    for text in ("main_results", "checkpoint_curves", "motivation_spearman",
                  "best mean over the benchmarks", "Tables", "Figures"):  # fmt: skip
         assert text in html, text

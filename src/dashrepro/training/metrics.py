@@ -100,6 +100,7 @@ def micro_result(share: Share, kept: list[int], result: MicroLoss, tokens, mask)
         "mask": mask.cpu(),
         "tokens": tokens.cpu(),
         "problem_ids": [share.ids[i] for i in kept],
+        "rewards": [float(share.rewards[i]) for i in kept],
     }
     return MicroResult(micro_counts(share, kept, mask), metrics, trace)
 
@@ -134,6 +135,7 @@ def trace_frame(trace: Mapping[str, Any], step: int, n_rollouts: int) -> pd.Data
                 "step": step,
                 "rollout": b,
                 "problem_id": trace["problem_ids"][b],
+                "reward": trace["rewards"][b] if "rewards" in trace else math.nan,
                 "position": t,
                 "token_id": int(trace["tokens"][b, t]),
             }
