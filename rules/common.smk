@@ -92,11 +92,24 @@ wildcard_constraints:
     bench="[A-Za-z0-9_]+",
 
 
+# A method's training keys in one fixed order: Snakemake compares params by their repr, so a
+# default filled in (method_defaults) or a grid-made entry must not reorder them.
+TRAINING_KEYS = (
+    "objective",
+    "objective_params",
+    "aggregation",
+    "divergence",
+    "tau",
+    "top_k",
+    "params",
+    "grpo",
+)
+
+
 def method_training_spec(wildcards):
     """The method's config without its display label, so a relabel does not retrain."""
-    spec = dict(config["methods"][wildcards.method])
-    spec.pop("label")
-    return spec
+    spec = config["methods"][wildcards.method]
+    return {key: spec[key] for key in TRAINING_KEYS if key in spec}
 
 
 def run_dir(method, scale, seed):
