@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 HEAVY = ("torch", "transformers", "peft", "vllm", "deepspeed", "accelerate", "matplotlib")
 
 PARSE_AND_REPORT_MODULES = """
@@ -58,7 +60,7 @@ def job_counts(output: str) -> dict[str, int]:
     counts = {}
     for line in output.split("Job stats:")[1].splitlines()[3:]:
         parts = line.split()
-        if len(parts) != 2 or not parts[1].isdigit():
+        if len(parts) != 2 or not parts[1].isdigit() or parts[0] == "total":
             break
         counts[parts[0]] = int(parts[1])
     return counts
@@ -83,3 +85,74 @@ def test_the_published_tables_render_from_the_shipped_numbers(repo_root, tmp_pat
     main = (workdir / "results/published/tables/main_results.tex").read_text()
     assert r"\firstscore{45.07}" in main and r"GRPO$^{\dagger}$" in main
     assert len(list((workdir / "results/published/tables").glob("*.md"))) == 9
+
+
+TARGET = "results/paper/tables/vocabulary_support.csv"
+
+
+@pytest.fixture(scope="module")
+def up_to_date_paper(repo_root, tmp_path_factory):
+    """A paper working directory in which every job of one table's DAG is up to date: its
+    outputs exist (empty) and `--touch` has recorded each job's parameters."""
+    workdir = paper_workdir(repo_root, tmp_path_factory.mktemp("paper"))
+    summary = snakemake_in(repo_root, workdir, "--summary", TARGET)
+    assert summary.returncode == 0, summary.stderr[-3000:]
+    for line in summary.stdout.splitlines()[1:]:
+        path = workdir / line.split("\t")[0]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.touch()
+    # --forceall: touch every job, so each records its parameters (else only outdated ones).
+    touched = snakemake_in(repo_root, workdir, "--touch", "--forceall", "--cores", "1", TARGET)
+    assert touched.returncode == 0, touched.stderr[-3000:]
+    return workdir
+
+
+def rerun_scope(repo_root, workdir, mutate) -> dict[str, int]:
+    """The jobs a dry run plans after ``mutate`` changed the config: rule -> count."""
+    import yaml
+
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    mutate(config)
+    variant = workdir / "variant.yaml"
+    variant.write_text(yaml.safe_dump(config))
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"),
+           "--directory", str(workdir), "--configfile", str(variant), "-n", TARGET]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    out = done.stdout + done.stderr
+    assert done.returncode == 0, out[-3000:]
+    return {} if "Nothing to be done" in out else job_counts(out)
+
+
+@pytest.mark.parametrize(
+    ("change", "mutate", "expected"),
+    [
+        (
+            "DASH's kappa: its 4 runs and what depends on them, nothing of OPSD's",
+            lambda c: c["methods"]["dash"]["params"].update(kappa=4.0),
+            {"train_lora_qwen3_1p7b": 4, "generate_checkpoint_responses": 40,
+             "grade_checkpoint": 40, "select_best_checkpoint": 4, "table": 1},
+        ),
+        (
+            "the evaluation temperature: evaluation, selection and the table, no training",
+            lambda c: c["evaluation"].update(temperature=0.9),
+            {"generate_checkpoint_responses": 160, "grade_checkpoint": 160,
+             "select_best_checkpoint": 16, "table": 1},
+        ),
+        (
+            "one table's styling: that table only",
+            lambda c: c["tables"]["vocabulary_support"]["options"].update(shading="none"),
+            {"table": 1},
+        ),
+        (
+            "a seed for OPSD and DASH: that seed's jobs only",
+            lambda c: c["runs"][0].update(seeds=[0, 1, 2, 3, 4]),
+            {"train_lora_qwen3_1p7b": 2, "generate_checkpoint_responses": 20,
+             "grade_checkpoint": 20, "select_best_checkpoint": 2, "table": 1},
+        ),
+    ],
+)  # fmt: skip
+def test_a_change_reruns_only_what_it_touches(
+    repo_root, up_to_date_paper, change, mutate, expected
+):
+    assert rerun_scope(repo_root, up_to_date_paper, lambda c: None) == {}
+    assert rerun_scope(repo_root, up_to_date_paper, mutate) == expected, change
