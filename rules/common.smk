@@ -18,6 +18,7 @@ from dashrepro.config import (  # noqa: E402
     snakemake_config_sources,
     validate_config,
 )
+from dashrepro.plan import plan_markdown  # noqa: E402
 from dashrepro.run_matrix import run_matrix, spec_scales  # noqa: E402
 
 validate_config(

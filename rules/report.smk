@@ -75,3 +75,23 @@ rule published_table:
         context=lambda wc: report_context(wc.table, config["tables"][wc.table]),
     script:
         "scripts/make_published_table.py"
+
+
+# What the targets will cost (jobs and GPU-hours per rule and scale), before submitting them.
+localrules:
+    plan,
+
+
+rule plan:
+    output:
+        f"{RESULTS}/plan.md",
+    log:
+        f"{RESULTS}/logs/plan.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/plan.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        plan=lambda wc: plan_markdown(config),
+    script:
+        "scripts/make_plan.py"

@@ -76,6 +76,23 @@ def test_the_paper_dry_runs_with_its_149_training_runs(repo_root, tmp_path):
     assert counts["generate_checkpoint_responses"] == counts["grade_checkpoint"] == 1490
     assert counts["select_best_checkpoint"] == 149 and counts["evaluate_base_model"] == 3
     assert counts["table"] == 10
+    # The plan counts the same jobs from the config alone, and prices them.
+    import yaml
+
+    from dashrepro.plan import gpu_hours, target_jobs
+
+    config = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    from dashrepro.run_matrix import expand_methods
+
+    planned = target_jobs(expand_methods(config), ("tables",))
+    names = {"train": "train_lora_", "generate": "generate_checkpoint_responses",
+             "grade": "grade_checkpoint", "select": "select_best_checkpoint",
+             "evaluate_base_model": "evaluate_base_model"}  # fmt: skip
+    for rule, name in names.items():
+        dag = sum(n for r, n in counts.items() if r.startswith(name))
+        assert sum(n for (r, _), n in planned.items() if r == rule) == dag, rule
+    hours = gpu_hours(config, planned)
+    assert hours[("train", "qwen3_8b")] == 15 * 60.0  # 15 runs x (15 h x 4 GPUs)
 
 
 def test_the_published_tables_render_from_the_shipped_numbers(repo_root, tmp_path):

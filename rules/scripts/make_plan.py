@@ -1,0 +1,16 @@
+"""Rule plan: the jobs and GPU-hours of all_tables, all_figures and all (``dashrepro.plan``)."""
+
+from _bootstrap import run, setup
+
+
+def main(snakemake) -> None:
+    log = setup(snakemake, threads=1)
+    from dashrepro.io import write_text
+
+    write_text(snakemake.output[0], snakemake.params.plan)
+    log.info("%s", snakemake.params.plan)
+    print(snakemake.params.plan)
+
+
+if __name__ == "__main__":
+    run(main, snakemake)
