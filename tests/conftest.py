@@ -23,8 +23,17 @@ def repo_root() -> Path:
 
 
 @pytest.fixture(scope="session")
-def default_config() -> dict:
+def default_config_file() -> dict:
+    """workflow_config.yaml as written (what Snakemake merges overlays onto)."""
     return yaml.safe_load((REPO_ROOT / "workflow_config.yaml").read_text())
+
+
+@pytest.fixture(scope="session")
+def default_config() -> dict:
+    """workflow_config.yaml with its method grids and defaults expanded, as the workflow sees it."""
+    from dashrepro.run_matrix import expand_methods
+
+    return expand_methods(yaml.safe_load((REPO_ROOT / "workflow_config.yaml").read_text()))
 
 
 @pytest.fixture(scope="session")

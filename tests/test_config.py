@@ -107,7 +107,7 @@ def test_real_dataset_specs_are_accepted(default_config):
     validate_config(config, source="test.yaml")
 
 
-def test_experiment_overlays_are_valid(repo_root, default_config):
+def test_experiment_overlays_are_valid(repo_root, default_config_file):
     """Every file in config/experiments/, merged over the default as Snakemake does, validates."""
     import yaml
     from snakemake.utils import update_config
@@ -115,7 +115,7 @@ def test_experiment_overlays_are_valid(repo_root, default_config):
     overlays = sorted((repo_root / "config" / "experiments").glob("*.yaml"))
     assert overlays
     for overlay in overlays:
-        config = copy.deepcopy(default_config)
+        config = copy.deepcopy(default_config_file)
         update_config(config, yaml.safe_load(overlay.read_text()))
         validate_config(config, source=str(overlay))
 
