@@ -27,6 +27,23 @@ include: "rules/select.smk"
 include: "rules/report.smk"
 
 
+# Run where Snakemake runs (a cluster's login node): the targets, the cheap CPU steps that read
+# other jobs' outputs, and the data preparation, which needs the internet that compute nodes
+# often lack.
+localrules:
+    all,
+    all_tables,
+    all_figures,
+    published_tables,
+    train_all_runs,
+    select_best_checkpoint,
+    table,
+    figure,
+    published_table,
+    prepare_training_set,
+    prepare_benchmark,
+
+
 rule all:
     input:
         table_files(),

@@ -40,9 +40,12 @@ rule evaluate_base_model:
         f"{RESULTS}/logs/evaluate_base_model/{{scale}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/evaluate_base_model/{{scale}}.tsv"
+    retries: 3
     conda:
         GENERATION_ENV
     threads: 2
+    resources:
+        **gpu_resources(EVALUATION_GPUS),
     params:
         base_model=base_model_of,
         benchmarks=BENCHMARKS,

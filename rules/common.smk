@@ -83,6 +83,22 @@ def training_env(scale):
     return "../envs/gpu.yaml" if gpu else "../envs/cpu.yaml"
 
 
+def gpu_resources(gpus):
+    """A job's GPU request for the SLURM executor: `gpu` GPUs on one node, nothing on CPU."""
+    return {"gpu": gpus, "nodes": 1} if gpus else {}
+
+
+def training_gpus(scale):
+    """GPUs of a scale's training job: its `num_processes`, so config and profile agree."""
+    if training_env(scale) != "../envs/gpu.yaml":
+        return 0
+    return int(config["scales"][scale]["train"].get("num_processes", 1))
+
+
+# One GPU for a vLLM evaluation job (generation, the base model's evaluation), none on HF/CPU.
+EVALUATION_GPUS = 1 if GENERATION["backend"] == "vllm" else 0
+
+
 wildcard_constraints:
     method="[A-Za-z0-9_]+",
     table="|".join(config["tables"]),

@@ -13,9 +13,13 @@ rule generate_checkpoint_responses:
         f"{RESULTS}/logs/generate_checkpoint_responses/{{method}}/{{scale}}/seed{{seed}}/step{{step}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/generate_checkpoint_responses/{{method}}/{{scale}}/seed{{seed}}/step{{step}}.tsv"
+    # Kept shards survive a preemption: a retry generates only the missing ones.
+    retries: 3
     conda:
         GENERATION_ENV
     threads: 1
+    resources:
+        **gpu_resources(EVALUATION_GPUS),
     params:
         base_model=base_model_of,
         benchmarks=BENCHMARKS,
@@ -34,6 +38,9 @@ rule grade_checkpoint:
         f"{RESULTS}/logs/grade_checkpoint/{{method}}/{{scale}}/seed{{seed}}/step{{step}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/grade_checkpoint/{{method}}/{{scale}}/seed{{seed}}/step{{step}}.tsv"
+    # Grading is minutes of CPU: the profile packs many into one SLURM job (group-components).
+    group:
+        "grading"
     conda:
         "../envs/cpu.yaml"
     threads: 1

@@ -22,9 +22,13 @@ for _scale in config["scales"]:
             f"{RESULTS}/logs/train_lora/{{method}}/{_scale}/seed{{seed}}.log",
         benchmark:
             f"{RESULTS}/benchmarks/train_lora/{{method}}/{_scale}/seed{{seed}}.tsv"
+        # Preemption (SIGTERM/SIGUSR1) saves a state and exits 75: a retry resumes it.
+        retries: 3
         conda:
             training_env(_scale)
         threads: config["scales"][_scale]["train"].get("num_processes", 1)
+        resources:
+            **gpu_resources(training_gpus(_scale)),
         params:
             base_model=lambda wc, scale=_scale: base_model_ref(scale),
             method=method_training_spec,
