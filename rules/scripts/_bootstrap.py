@@ -1,4 +1,4 @@
-"""Shared start-up for rule scripts: make ``src/`` importable and send output to the rule's log.
+"""Shared start-up for rule scripts: make ``src/`` importable and send all output to the rule's log.
 
 Imported first by every script in this folder::
 
@@ -31,16 +31,43 @@ SRC = Path(__file__).resolve().parents[2] / "src"
 sys.path[:] = [str(SRC), *(entry for entry in sys.path if entry != str(SRC))]
 
 
+def redirect_output(log_path: Path) -> int:
+    """Point this process's stdout and stderr *file descriptors* at the rule's log (emptied
+    first), so that everything lands there: Python's own output, warnings, tracebacks, and
+    whatever child processes (accelerate's workers, vLLM, DeepSpeed, CUDA) write; on a cluster
+    the SLURM log then holds only the executor's lines. Returns a descriptor of the original
+    stderr, where a failure is reported too."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    console = os.dup(2)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o666)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+    return console
+
+
+#: The original stderr once ``setup`` has sent all output to the log (see ``to_console``).
+CONSOLE = 2
+
+
+def to_console(text: str) -> None:
+    """Write ``text`` where the user runs Snakemake (a target whose point is what it prints)."""
+    os.write(CONSOLE, (text.rstrip("\n") + "\n").encode())
+
+
 def setup(snakemake, threads: int | None = None) -> logging.Logger:
-    """Log to the rule's ``log:`` file (and stderr), pin torch's thread count to the job's."""
+    """Send all output to the rule's ``log:`` file, pin torch's thread count to the job's."""
     log_path = Path(str(snakemake.log[0]))
     log_path.parent.mkdir(parents=True, exist_ok=True)
+    global CONSOLE
+    console = CONSOLE = redirect_output(log_path)
     logger = logging.getLogger(snakemake.rule)
     logger.setLevel(logging.INFO)
     logger.handlers.clear()
-    for handler in (logging.FileHandler(log_path, mode="w"), logging.StreamHandler(sys.stderr)):
-        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
-        logger.addHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)  # the log file, through file descriptor 2
+    handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+    logger.addHandler(handler)
 
     from dashrepro.provenance import discard_records
 
@@ -49,11 +76,10 @@ def setup(snakemake, threads: int | None = None) -> logging.Logger:
 
     def log_uncaught(exc_type, exc, tb):
         # A failing rule leaves its reason in its own log file, not only in Snakemake's output.
-        logger.error(
-            "rule %s failed:\n%s",
-            snakemake.rule,
-            "".join(traceback.format_exception(exc_type, exc, tb)).rstrip(),
-        )
+        message = "".join(traceback.format_exception(exc_type, exc, tb)).rstrip()
+        logger.error("rule %s failed:\n%s", snakemake.rule, message)
+        # ... and on the console, so that the reason is where the user looks first.
+        os.write(console, f"rule {snakemake.rule} failed ({log_path}):\n{message}\n".encode())
         # Snakemake deletes the outputs of a failed job; their records must go with them.
         discard_records(outputs)
 

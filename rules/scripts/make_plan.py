@@ -1,6 +1,6 @@
 """Rule plan: the jobs and GPU-hours of all_tables, all_figures and all (``dashrepro.plan``)."""
 
-from _bootstrap import run, setup
+from _bootstrap import run, setup, to_console
 
 
 def main(snakemake) -> None:
@@ -9,7 +9,7 @@ def main(snakemake) -> None:
 
     write_text(snakemake.output[0], snakemake.params.plan)
     log.info("%s", snakemake.params.plan)
-    print(snakemake.params.plan)
+    to_console(snakemake.params.plan)
 
 
 if __name__ == "__main__":

@@ -161,11 +161,13 @@ def test_a_reason_first_run_resumes_to_the_same_adapters_and_teacher_contexts(
     )
 
 
+@pytest.mark.parametrize("notice", [signal.SIGTERM, signal.SIGUSR1])
 def test_preemption_signal_saves_a_state_and_exits_for_a_retry(
-    uninterrupted, tmp_path, tiny_setup, default_config
+    uninterrupted, tmp_path, tiny_setup, default_config, notice
 ):
+    """SIGTERM is what SLURM sends every process on preemption and at the time limit."""
     run = write_run(tmp_path / "run.json", tiny_setup, default_config, tmp_path / "out")
-    rc = start_and_interrupt(run, tmp_path / "out", 2, lambda p: p.send_signal(signal.SIGUSR1))
+    rc = start_and_interrupt(run, tmp_path / "out", 2, lambda p: p.send_signal(notice))
     assert rc == PREEMPTED_EXIT_CODE
     states = sorted(p.name for p in (tmp_path / "out" / ".resume").glob("step-*"))
     assert states and states[-1] >= "step-000002"
@@ -240,3 +242,20 @@ def test_two_gloo_processes_equal_one_process_with_accumulation(
         torch.testing.assert_close(first[key], second[key], rtol=1e-5, atol=1e-7)
         moved += int("lora_B" in key and bool(first[key].abs().sum() > 0))
     assert moved > 0  # the adapters trained (B starts at zero)
+
+
+def test_a_state_on_a_time_budget_lets_a_kill_between_checkpoints_resume(
+    tmp_path, tiny_setup, default_config
+):
+    """With `state_every_minutes`, a state exists after steps that are no checkpoint: a run
+    killed there resumes from it and ends with the adapters of an uninterrupted run."""
+    budget = {"steps": 4, "checkpoint_every": 4, "state_every_minutes": 1e-6}
+    whole = write_run(tmp_path / "whole.json", tiny_setup, default_config, tmp_path / "whole",
+                      **budget)  # fmt: skip
+    run_to_end(whole)
+    run = write_run(tmp_path / "run.json", tiny_setup, default_config, tmp_path / "out", **budget)
+    rc = start_and_interrupt(run, tmp_path / "out", 2, lambda p: p.send_signal(signal.SIGKILL))
+    assert rc == -signal.SIGKILL
+    done = run_to_end(run)
+    assert "resuming dash seed 3 after step" in done.stdout + done.stderr
+    assert_same_adapters(tmp_path / "whole", tmp_path / "out", steps=(4,))

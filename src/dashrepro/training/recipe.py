@@ -18,7 +18,8 @@ One step (paper *DASH: divergence-adaptive supervision horizons*, Alg. ``alg:das
    analysis in ``reason_first`` mode), detached; the student's logits are recomputed with LoRA
    dropout seeded per micro-batch; the objective's loss (``losses``) is back-propagated;
 3. AdamW step with the gradient norm clipped at 1.0, then the schedule's step;
-4. metrics (``metrics``), a training state on checkpoint steps or on a preemption notice
+4. metrics (``metrics``), a training state on checkpoint steps, every ``state_every_minutes``
+   of training (if set) or on a preemption notice
    (SIGTERM/SIGUSR1: the state is saved after the step and the process exits with
    ``preemption.PREEMPTED_EXIT_CODE`` so that a retry resumes it).
 
@@ -298,13 +299,21 @@ class DistillationRecipe:
     def train(self) -> pd.DataFrame:
         """Steps from the resumed one to ``train.steps``; the metrics, one row per step."""
         self.model.train()
+        # A training state every `state_every_minutes` of training as well as at checkpoints,
+        # so a job killed without notice (SIGKILL, a node failure) loses at most that much.
+        every = self.spec.train.get("state_every_minutes")
+        last_state = time.monotonic()
         with PreemptionGuard(log=None) as guard:
             for step in range(self.step + 1, self.steps + 1):
                 self._train_step(step)
                 self.step = step
                 preempted = any_process(self.accelerator, guard.requested is not None)
-                if step in self.save_at or preempted:
+                due = every is not None and any_process(
+                    self.accelerator, time.monotonic() - last_state >= 60.0 * float(every)
+                )
+                if step in self.save_at or preempted or due:
                     self.save_checkpoint(step)
+                    last_state = time.monotonic()
                 if preempted:
                     self.log(
                         f"[train] {guard.requested}: state saved after step {step}; "
@@ -496,7 +505,7 @@ class DistillationRecipe:
             ("empty_rollouts", "rollouts held only padding"),
             ("skipped_long_prompts", "prompts were longer than max_total_length"),
         ):
-            if row[key]:
+            if row[key] and self.accelerator.is_main_process:
                 self.log(f"[train] step {step}: {int(row[key])} {what}; skipped (metric {key})")
         row.update(
             step=step, lr=lr_used, grad_norm=math.nan if grad_norm is None else float(grad_norm)
@@ -507,6 +516,8 @@ class DistillationRecipe:
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix(loss=f"{row['loss']:.4f}", tok_s=f"{row['tokens_per_second']:.0f}")
+        if not self.accelerator.is_main_process:
+            return  # the metrics are reduced over processes: one line per step, from rank 0
         self.log(
             f"[train] {self.method.name} seed {self.seed} step {step}/{self.steps} "
             f"loss {row['loss']:.4f} acc {row['rollout_accuracy']:.2f} "

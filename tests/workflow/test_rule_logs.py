@@ -1,0 +1,38 @@
+"""A rule's log holds everything its job writes: Python's output and logging, and what child
+processes (accelerate's workers, vLLM, DeepSpeed, CUDA) write to their inherited stdout/stderr."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+SCRIPT = """
+import subprocess, sys, warnings
+from types import SimpleNamespace
+sys.path.insert(0, {scripts!r})
+from _bootstrap import setup
+snakemake = SimpleNamespace(log=[{log!r}], output=[], rule="demo", wildcards={{}}, threads=1)
+log = setup(snakemake)
+log.info("from the logger")
+print("from print", flush=True)
+warnings.warn("from warnings")
+subprocess.run([sys.executable, "-c", "import sys; print('child stdout'); sys.stderr.write('child stderr')"])
+raise RuntimeError("the reason it failed")
+"""
+
+
+def test_the_rule_log_holds_the_jobs_and_its_childrens_output(repo_root, tmp_path):
+    log = tmp_path / "logs" / "demo.log"
+    log.parent.mkdir()
+    log.write_text("a previous attempt's log\n")
+    code = SCRIPT.format(scripts=str(repo_root / "rules" / "scripts"), log=str(log))
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    text = log.read_text()
+    for line in ("from the logger", "from print", "from warnings", "child stdout", "child stderr"):
+        assert line in text, line
+    assert "a previous attempt" not in text  # each attempt starts its own log
+    assert "from print" not in done.stdout and "child stderr" not in done.stderr
+    # A failure's reason is in the log and on the console.
+    assert "RuntimeError: the reason it failed" in text
+    assert "RuntimeError: the reason it failed" in done.stderr and str(log) in done.stderr
