@@ -102,7 +102,6 @@ def _marked(text: str, rank, latex: bool) -> str:
 def score_table(
     cells: pd.DataFrame,
     *,
-    rows: Sequence[str],
     sections: Sequence[tuple[str | None, Sequence[str]]],
     scales: Sequence[str],
     columns: Mapping[str, str],
@@ -113,8 +112,8 @@ def score_table(
 ) -> dict[str, str]:
     """Markdown and LaTeX of a rows x (scale, column) score table.
 
-    ``sections`` are (title or None, row ids) blocks, drawn in order with a rule between them;
-    external rows (a source in ``EXTERNAL_SOURCES``) get a dagger. ``columns`` maps column id ->
+    ``sections`` are (title or None, row ids) blocks, drawn in order with a rule between them
+    (a row without cells is left out); external rows (a source in ``EXTERNAL_SOURCES``) get a dagger. ``columns`` maps column id ->
     header label (e.g. the benchmarks, then ``average``)."""
     cells = cells.assign(rank=shade(cells, shading))
     by_key = {(r.row, r.scale, r.column): r for r in cells.itertuples()}
@@ -168,7 +167,7 @@ def score_table(
             md.append(f"| *{title}* |" + " |" * (len(header) - 1 + seeds_column))
             tex.append(rf"\multicolumn{{{width}}}{{@{{}}l}}{{\textit{{{escape_latex(title)}}}}} \\")
         for row in members:
-            if row not in rows:
+            if row not in labels:
                 continue
             values = [text(row, s, c, False) for s in scales for c in columns]
             seeds = [_count(n_seeds.get(row))] if seeds_column else []

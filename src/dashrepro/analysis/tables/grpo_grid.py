@@ -45,7 +45,7 @@ def build(spec: Mapping, inputs: Mapping, context: Mapping) -> pd.DataFrame:
         values = {k: float(average.loc[point[k], "value"]) for k in ("no_agg", "agg")}
         values["gain"] = values["agg"] - values["no_agg"]
         for column, value in values.items():
-            method = point.get(column, point["agg"])
+            method = point["no_agg"] if column == "no_agg" else point["agg"]  # gain: the agg run's
             cells.append({
                 "table": context["id"], "row": row_id(point),
                 "label": f"eta = {point['eta']}, K = {point['group_size']}", "scale": scale,

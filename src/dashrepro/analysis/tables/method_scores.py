@@ -135,10 +135,6 @@ def from_published(published: pd.DataFrame, spec: Mapping, context: Mapping) -> 
 def render(cells: pd.DataFrame, spec: Mapping, context: Mapping) -> dict[str, str]:
     options = spec.get("options") or {}
     external = list(options.get("external_rows") or [])
-    present = set(cells["row"])
-    external += [
-        r for r in dict.fromkeys(cells["row"]) if r in EXTERNAL_LABELS and r not in external
-    ]
     sections = [(s.get("title"), s["methods"]) for s in options.get("sections") or []]
     if not sections:
         sections = [(None, list(spec["methods"]))]
@@ -152,7 +148,6 @@ def render(cells: pd.DataFrame, spec: Mapping, context: Mapping) -> dict[str, st
     )
     return score_table(
         cells,
-        rows=[r for r in present],
         sections=sections,
         scales=[s for s in context["scales"] if s in set(cells["scale"])],
         columns=columns,

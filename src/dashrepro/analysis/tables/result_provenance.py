@@ -13,11 +13,11 @@ from collections.abc import Mapping
 import pandas as pd
 
 from dashrepro.analysis.tables._render import escape_latex
+from dashrepro.analysis.tables.method_scores import EXTERNAL_LABELS
 
 NEEDS: tuple[str, ...] = ()
 OPTIONS = {"external_rows": "row id -> what the paper says of its runs (copied from Zhao et al.)"}
 CAPTION = "Sources and training runs of the compared results, from the run matrix."
-EXTERNAL_LABELS = {"base": "Base", "sft": "SFT", "grpo": "GRPO"}
 
 
 def seeds_text(seeds) -> str:
