@@ -28,8 +28,8 @@ include: "rules/report.smk"
 
 
 # Run where Snakemake runs (a cluster's login node): the targets, the cheap CPU steps that read
-# other jobs' outputs, and the data preparation, which needs the internet that compute nodes
-# often lack.
+# other jobs' outputs, and the data preparation and model download, which need the internet that
+# compute nodes often lack.
 localrules:
     all,
     all_tables,
@@ -42,6 +42,7 @@ localrules:
     published_table,
     prepare_training_set,
     prepare_benchmark,
+    download_model,
 
 
 rule all:

@@ -1,5 +1,26 @@
-# The base model: the tiny Qwen3 network warm-started by SFT, and the record of its student and
-# privileged-teacher accuracies (distillation needs a teacher that is better than the student).
+# The base model: the tiny Qwen3 network warm-started by SFT, or a released model fetched once at
+# its pinned commit; and the record of its student and privileged-teacher accuracies
+# (distillation needs a teacher that is better than the student).
+
+
+# A localrule (Snakefile): it runs where Snakemake runs, which has the internet that compute
+# nodes often lack. Keyed by model and commit, so experiments share a download and a new commit
+# is a new folder. An unpinned revision stops here, before any GPU job, saying how to pin it.
+rule download_model:
+    output:
+        snapshot=f"resources/models/{{repo}}/{{revision}}/{SNAPSHOT_RECORD}",
+    log:
+        "resources/logs/download_model/{repo}/{revision}.log",
+    benchmark:
+        "resources/benchmarks/download_model/{repo}/{revision}.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        model=lambda wc: model_id_of(wc.repo),
+        revision=lambda wc: wc.revision,
+        where=model_revision_key,
+    script:
+        "scripts/download_model.py"
 
 
 rule sft_base_model:

@@ -18,8 +18,9 @@ from dashrepro.config import (  # noqa: E402
     snakemake_config_sources,
     validate_config,
 )
+from dashrepro.hub import SNAPSHOT_RECORD, model_id_of, snapshot_folder  # noqa: E402
 from dashrepro.plan import plan_markdown  # noqa: E402
-from dashrepro.run_matrix import run_matrix, spec_scales  # noqa: E402
+from dashrepro.run_matrix import base_scale, run_matrix, spec_scales  # noqa: E402
 
 validate_config(
     config,
@@ -47,6 +48,8 @@ REPORT_SCALES = sorted(
         for scale in spec_scales(spec)
     }
 )
+# Their base models: a derived scale (`derive_from`) trains from its base scale's model.
+BASE_SCALES = sorted({base_scale(config, scale) for scale in REPORT_SCALES})
 # Evaluation settings split by the stage that uses them, so a grader change reruns grading only.
 GENERATION_KEYS = (
     "backend",
@@ -66,6 +69,14 @@ if "prompt" in config["evaluation"]:
 if GENERATION["backend"] != "vllm":
     GENERATION.pop("vllm")  # vLLM settings do not change what HF generate samples
 GRADING = {key: config["evaluation"][key] for key in GRADING_KEYS}
+
+
+def generation_of(wildcards):
+    """A checkpoint's generation settings: GENERATION with its scale's own `evaluation` keys."""
+    own = config["scales"][wildcards.scale].get("evaluation") or {}
+    return {**GENERATION, **own}
+
+
 # The conda environment of the generating rules: vLLM needs the GPU stack.
 GENERATION_ENV = (
     "../envs/gpu.yaml" if GENERATION["backend"] == "vllm" else "../envs/cpu.yaml"
@@ -104,6 +115,8 @@ wildcard_constraints:
     table="|".join(config["tables"]),
     figure="|".join(config["figures"]),
     scale="[A-Za-z0-9_]+",
+    repo="[A-Za-z0-9._-]+",
+    revision="[A-Za-z0-9._-]+",
     seed=r"\d+",
     step=r"\d+",
     bench="[A-Za-z0-9_]+",
@@ -183,25 +196,48 @@ def benchmark_files():
 
 
 def base_model_dir(scale):
-    return f"{RESULTS}/base_model/{scale}"
+    """The embedded base model's folder; a derived scale shares its base scale's."""
+    return f"{RESULTS}/base_model/{base_scale(config, scale)}"
+
+
+def hub_model_dir(scale):
+    """A Hugging Face model's local snapshot (rule download_model), by id and commit; None for
+    the embedded model or a local folder."""
+    spec = config["scales"][scale]
+    if spec["source"] == "embedded" or os.path.isdir(spec["model"]):
+        return None
+    return snapshot_folder(spec["model"], spec.get("revision"))
+
+
+def model_revision_key(wildcards):
+    """The config key that pins a downloaded model (named by download_model's error)."""
+    for scale in config["scales"]:
+        if (
+            hub_model_dir(scale)
+            == f"resources/models/{wildcards.repo}/{wildcards.revision}"
+        ):
+            return f"scales.{scale}.revision"
+    return "scales.<scale>.revision"
 
 
 def base_model_ref(scale):
-    """What from_pretrained loads: the embedded model's folder, or the scale's id / local folder."""
+    """What from_pretrained loads: the embedded model's folder, a hub model's downloaded
+    snapshot, or the scale's local folder."""
     spec = config["scales"][scale]
-    return base_model_dir(scale) if spec["source"] == "embedded" else spec["model"]
+    if spec["source"] == "embedded":
+        return base_model_dir(scale)
+    return hub_model_dir(scale) or spec["model"]
 
 
 def base_model_inputs(scale):
-    """Base model files that rules take as inputs: the embedded model's weights, a local
-    folder, or nothing for a Hugging Face id (fetched by from_pretrained on the cluster).
-    """
+    """Base model files that rules take as inputs: the embedded model's weights, a hub
+    model's snapshot record (so its download runs first), or a local folder."""
     spec = config["scales"][scale]
     if spec["source"] == "embedded":
         return {"base_model": f"{base_model_dir(scale)}/model.safetensors"}
-    if os.path.isdir(spec["model"]):
-        return {"base_model": spec["model"]}
-    return {}
+    if hub_model_dir(scale):
+        return {"base_model": f"{hub_model_dir(scale)}/{SNAPSHOT_RECORD}"}
+    return {"base_model": spec["model"]}
 
 
 def base_model_inputs_of(wildcards):
@@ -267,7 +303,10 @@ def result_set(name, scales, methods):
         file = "token_traces.parquet" if name == "traces" else "train_metrics.parquet"
         return [f"{run_dir(m, c, s)}/{file}" for m, c, s in runs]
     if name == "base_accuracy":
-        return [f"{RESULTS}/eval/base/{scale}/accuracy.json" for scale in scales]
+        return [
+            f"{RESULTS}/eval/base/{base_scale(config, scale)}/accuracy.json"
+            for scale in scales
+        ]
     if name == "published":
         return [PUBLISHED]
     raise ValueError(f"unknown input set {name!r}")
@@ -346,4 +385,4 @@ def published_table_files():
 
 
 def base_accuracy_files():
-    return [f"{RESULTS}/eval/base/{scale}/accuracy.json" for scale in REPORT_SCALES]
+    return [f"{RESULTS}/eval/base/{scale}/accuracy.json" for scale in BASE_SCALES]

@@ -23,7 +23,7 @@ rule generate_checkpoint_responses:
     params:
         base_model=base_model_of,
         benchmarks=BENCHMARKS,
-        generation=GENERATION,
+        generation=generation_of,
     script:
         "scripts/generate_checkpoint_responses.py"
 

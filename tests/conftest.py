@@ -30,10 +30,10 @@ def default_config_file() -> dict:
 
 @pytest.fixture(scope="session")
 def default_config() -> dict:
-    """workflow_config.yaml with its method grids and defaults expanded, as the workflow sees it."""
-    from dashrepro.run_matrix import expand_methods
+    """workflow_config.yaml with its method grids, defaults and derived scales expanded, as the workflow sees it."""
+    from dashrepro.run_matrix import expand_config
 
-    return expand_methods(yaml.safe_load((REPO_ROOT / "workflow_config.yaml").read_text()))
+    return expand_config(yaml.safe_load((REPO_ROOT / "workflow_config.yaml").read_text()))
 
 
 @pytest.fixture(scope="session")

@@ -1,6 +1,8 @@
 """workflow_config.yaml is validated on load; every error names the offending key."""
 
 import copy
+import json
+import re
 
 import pytest
 
@@ -145,6 +147,8 @@ def test_out_of_range_values_name_key_and_range(default_config, change, key, all
     from snakemake.utils import update_config
 
     config = copy.deepcopy(default_config)
+    # The grid-made methods are already expanded; without the grids, each is an entry of its own.
+    config.pop("method_grids")
     update_config(config["methods"], copy.deepcopy(change))
     with pytest.raises(ConfigError) as info:
         validate_config(config, source="test.yaml")
@@ -281,6 +285,45 @@ def test_a_method_grid_expands_to_named_points_with_labels():
     config["methods"]["fixed_lambda_0p7"] = {**methods["fixed_lambda_0p5"], "params": {"lam": 0.9}}
     with pytest.raises(ValueError, match="fixed_lambda_0p7.*other training values"):
         expand_methods(config)
+
+
+def test_a_derived_scale_takes_its_base_scales_keys_and_base_model(default_config_file):
+    from dashrepro.run_matrix import base_scale, expand_config, scale_evaluation
+
+    config = expand_config(json.loads(json.dumps(default_config_file)))
+    tiny, ablation = config["scales"]["tiny"], config["scales"]["tiny_ablation"]
+    own = default_config_file["scales"]["tiny_ablation"]
+    for key in ("source", "architecture", "sft", "lora"):
+        assert ablation[key] == tiny[key]
+    assert ablation["label"] == own["label"] != tiny["label"]  # the label is never inherited
+    assert ablation["train"] == {**tiny["train"], **own["train"]}  # merged key by key
+    assert ablation["train"]["steps"] != tiny["train"]["steps"]
+    assert base_scale(config, "tiny_ablation") == "tiny" == base_scale(config, "tiny")
+    assert scale_evaluation(config, "tiny_ablation") == {
+        **config["evaluation"],
+        **own["evaluation"],
+    }
+    assert scale_evaluation(config, "tiny") == config["evaluation"]
+    again = expand_config(json.loads(json.dumps(config)))
+    assert again["scales"] == config["scales"]  # expanding twice changes nothing
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda s: s["tiny_ablation"].update(derive_from="nope"),
+         "scales.tiny_ablation.derive_from: unknown scale 'nope'"),
+        (lambda s: s["tiny_ablation"].update(sft={"steps": 1}),
+         "scales.tiny_ablation.sft: a derived scale trains from scales.tiny's base model"),
+        (lambda s: s.update(other={"derive_from": "tiny_ablation"}),
+         "scales.other.derive_from: scale 'tiny_ablation' is itself derived"),
+    ],
+)  # fmt: skip
+def test_a_bad_derived_scale_stops_the_run_naming_the_key(default_config_file, change, message):
+    config = json.loads(json.dumps(default_config_file))
+    change(config["scales"])
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate_config(config)
 
 
 def test_a_runs_group_naming_an_unknown_method_is_an_error(repo_root):

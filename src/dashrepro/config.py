@@ -29,7 +29,12 @@ import yaml
 
 from dashrepro.analysis.registry import GROUPS, spec_problems
 from dashrepro.parameters import AGGREGATION_PARAMS, DIVERGENCES, OBJECTIVES, check_params
-from dashrepro.run_matrix import expand_methods, matrix_problems, spec_scales
+from dashrepro.run_matrix import (
+    expand_config,
+    matrix_problems,
+    scale_evaluation,
+    spec_scales,
+)
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 
@@ -203,7 +208,9 @@ def check_semantics(config: Mapping) -> list[str]:
         scale for group in GROUPS for spec in config[group].values() for scale in spec_scales(spec)
     }
     for scale, spec in config["scales"].items():
-        problems += _length_problems(scale, spec, evaluation if scale in evaluated else None)
+        problems += _length_problems(
+            scale, spec, scale_evaluation(config, scale) if scale in evaluated else None
+        )
         train = spec["train"]
         if train["steps"] % train["checkpoint_every"]:
             problems.append(
@@ -287,7 +294,8 @@ def validate_config(
     sources: Sequence[tuple[str, Mapping]] = (),
 ) -> None:
     """Raise ``ConfigError`` listing every problem of ``config``, after expanding its method
-    grids and defaults into ``methods`` in place (``run_matrix.expand_methods``).
+    grids and defaults into ``methods`` and its derived scales in place
+    (``run_matrix.expand_config``).
 
     ``source`` names what the configuration was merged from (the files loaded, in order);
     ``sources`` are those files' own contents as (name, mapping), so each problem can say which
@@ -295,7 +303,7 @@ def validate_config(
     """
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
     try:
-        expand_methods(config)
+        expand_config(config)
     except ValueError as exc:
         raise ConfigError(f"invalid configuration in {source}:\n  - {exc}") from exc
     problems = schema_errors(config, schema)

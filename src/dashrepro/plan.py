@@ -22,7 +22,7 @@ from collections.abc import Mapping
 
 from dashrepro.analysis.registry import GROUPS, kind_needs
 from dashrepro.config import checkpoint_steps
-from dashrepro.run_matrix import run_matrix, spec_scales
+from dashrepro.run_matrix import base_scale, run_matrix, spec_scales
 
 #: Input sets that need each checkpoint evaluated (generation + grading), and selection.
 EVALUATED = {"selections", "summaries", "samples"}
@@ -33,7 +33,8 @@ GPU_COSTS = {"train": "train", "generate": "generation", "evaluate_base_model": 
 
 def target_jobs(config: Mapping, groups: tuple[str, ...]) -> Counter:
     """(rule, scale) -> jobs, for every entry of ``groups`` ("tables", "figures"); a job that
-    several entries need counts once."""
+    several entries need counts once. A derived scale's base model is evaluated once, as its
+    base scale's."""
     runs = run_matrix(config)
     trained, evaluated, base = set(), set(), set()
     entries = [(group, spec) for group in groups for spec in config[group].values()]
@@ -46,7 +47,7 @@ def target_jobs(config: Mapping, groups: tuple[str, ...]) -> Counter:
             if needs & EVALUATED:
                 evaluated.update((m, s, seed) for m, s in pairs for seed in runs[(m, s)])
             if "base_accuracy" in needs:
-                base.add(scale)
+                base.add(base_scale(config, scale))
     jobs = Counter()
     for _, scale, _ in trained:
         jobs[("train", scale)] += 1
@@ -57,7 +58,10 @@ def target_jobs(config: Mapping, groups: tuple[str, ...]) -> Counter:
         jobs[("select", scale)] += 1
     if "tables" in groups:  # the tables' targets add the base model's row at every scale
         base.update(
-            s for group in GROUPS for spec in config[group].values() for s in spec_scales(spec)
+            base_scale(config, s)
+            for group in GROUPS
+            for spec in config[group].values()
+            for s in spec_scales(spec)
         )
     for scale in base:
         jobs[("evaluate_base_model", scale)] += 1

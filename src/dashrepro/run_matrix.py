@@ -9,14 +9,19 @@ The config declares methods three ways, expanded here before validation:
 - ``method_defaults``: keys every method takes unless its entry sets them (the paper's
   ``tau: 0.05`` for all, the embedded default's ``tau: null``).
 
+A scale may be declared as another's variant: ``derive_from: tiny`` takes every key of
+``scales.tiny`` it does not set itself (nested mappings merged key by key) and trains from that
+scale's base model, built once (``base_scale``). The embedded default's ablation schedule is one:
+the same SFT model, a shorter training schedule and a cheaper evaluation.
+
 The runs: ``runs`` groups declare the seeds of (method, scale) pairs (the paper's provenance
 table: OPSD, DASH and every DASH ablation with seeds 0-3, EOPD, AVSD and PW-OPSD with seed 0). A
 pair a table or figure reports on that no group declares runs with the global ``seeds``.
 
 Torch-free: Snakemake imports this while it parses the workflow.
 
-    from dashrepro.run_matrix import expand_methods, run_matrix
-    expand_methods(config)            # in place; raises ValueError naming a bad grid key
+    from dashrepro.run_matrix import expand_config, run_matrix
+    expand_config(config)             # in place; raises ValueError naming a bad key
     run_matrix(config)[("dash", "qwen3_1p7b")]   # [0, 1, 2, 3]
 """
 
@@ -111,6 +116,69 @@ def expand_methods(config: dict) -> dict:
             for key, value in defaults.items():
                 entry.setdefault(key, copy.deepcopy(value))
     return config
+
+
+#: What a derived scale shares with the scale it derives from: the base model.
+BASE_MODEL_KEYS = ("source", "model", "architecture", "sft")
+
+
+def _merged(base: Mapping, own: Mapping) -> dict:
+    """``base`` with ``own``'s keys over it, nested mappings merged key by key."""
+    merged = copy.deepcopy(dict(base))
+    for key, value in own.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _merged(merged[key], value)
+        else:
+            merged[key] = copy.deepcopy(value)
+    return merged
+
+
+def expand_scales(config: dict) -> dict:
+    """``config`` with every ``derive_from`` scale filled in from the scale it names (in place;
+    also returned). A derived scale shares its base model: it may not set a different
+    ``source``, ``model``, ``architecture`` or ``sft``; it may not derive from a derived scale.
+    Expanding an expanded config changes nothing."""
+    scales = config.get("scales")
+    if not isinstance(scales, dict):
+        return config  # the schema names the problem
+    for name, entry in scales.items():
+        if not isinstance(entry, dict) or "derive_from" not in entry:
+            continue
+        base_name = entry["derive_from"]
+        base = scales.get(base_name)
+        where = f"scales.{name}.derive_from"
+        if not isinstance(base, dict):
+            raise ValueError(f"{where}: unknown scale {base_name!r}")
+        if "derive_from" in base:
+            raise ValueError(
+                f"{where}: scale {base_name!r} is itself derived (from "
+                f"{base['derive_from']!r}); derive from that one"
+            )
+        for key in BASE_MODEL_KEYS:
+            if key in entry and entry[key] != base.get(key):
+                raise ValueError(
+                    f"scales.{name}.{key}: a derived scale trains from scales.{base_name}'s "
+                    f"base model, so it takes {key!r} from there; remove it"
+                )
+        inherited = {k: v for k, v in base.items() if k != "label"}
+        scales[name] = _merged(inherited, entry)
+    return config
+
+
+def base_scale(config: Mapping, scale: str) -> str:
+    """The scale whose base model ``scale`` trains from: itself, or the one it derives from."""
+    return config["scales"][scale].get("derive_from", scale)
+
+
+def scale_evaluation(config: Mapping, scale: str) -> dict:
+    """The evaluation settings of ``scale``'s checkpoints: ``evaluation`` with the scale's own
+    ``evaluation`` keys (e.g. fewer samples per problem for an ablation schedule) over it."""
+    return {**config["evaluation"], **(config["scales"][scale].get("evaluation") or {})}
+
+
+def expand_config(config: dict) -> dict:
+    """Method grids and defaults, then derived scales, expanded in place (also returned)."""
+    return expand_scales(expand_methods(config))
 
 
 def spec_scales(spec: Mapping) -> list[str]:

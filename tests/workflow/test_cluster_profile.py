@@ -85,3 +85,9 @@ def test_grading_is_packed_into_group_jobs(dry_run):
     grading = len(resources(dry_run, "grade_checkpoint"))
     assert grading == 1490
     assert dry_run.count("Group job grading") == math.ceil(grading / 16)
+
+
+def test_downloads_and_data_preparation_run_where_snakemake_runs(dry_run):
+    """Login nodes have the internet that compute nodes often lack."""
+    for rule in ("download_model", "prepare_training_set", "prepare_benchmark"):
+        assert f"localrule {rule}:" in dry_run and f"\nrule {rule}:" not in dry_run, rule

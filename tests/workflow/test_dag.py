@@ -76,15 +76,22 @@ def test_the_paper_dry_runs_with_its_149_training_runs(repo_root, tmp_path):
     assert counts["generate_checkpoint_responses"] == counts["grade_checkpoint"] == 1490
     assert counts["select_best_checkpoint"] == 149 and counts["evaluate_base_model"] == 3
     assert counts["table"] == 10
+    # Each model is fetched once, where Snakemake runs, and every GPU job reads the snapshot.
+    assert counts["download_model"] == 3
+    snapshot = "resources/models/Qwen--Qwen3-8B/main/dashrepro_snapshot.json"
+    for rule in ("train_lora_qwen3_8b", "generate_checkpoint_responses", "evaluate_base_model"):
+        block = out.split(f"rule {rule}:")[1].split("\n\n")[0]
+        assert "resources/models/Qwen--Qwen3-" in block.split("output:")[0], rule
+    assert snapshot in out
     # The plan counts the same jobs from the config alone, and prices them.
     import yaml
 
     from dashrepro.plan import gpu_hours, target_jobs
 
     config = yaml.safe_load((tmp_path / "config.yaml").read_text())
-    from dashrepro.run_matrix import expand_methods
+    from dashrepro.run_matrix import expand_config
 
-    planned = target_jobs(expand_methods(config), ("tables",))
+    planned = target_jobs(expand_config(config), ("tables",))
     names = {"train": "train_lora_", "generate": "generate_checkpoint_responses",
              "grade": "grade_checkpoint", "select": "select_best_checkpoint",
              "evaluate_base_model": "evaluate_base_model"}  # fmt: skip
