@@ -40,6 +40,8 @@ localrules:
     table,
     figure,
     published_table,
+    statistics,
+    audit,
     prepare_training_set,
     prepare_benchmark,
     download_model,
@@ -50,6 +52,7 @@ rule all:
         table_files(),
         base_accuracy_files(),
         figure_files(),
+        analysis_report_files(),
 
 
 rule all_tables:

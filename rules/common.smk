@@ -10,7 +10,11 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 # values over it; expand the method grids and defaults into `methods` (in place), then validate
 # the result against the JSON schema, the cross-field rules and the parameter ranges, naming
 # every bad key and the file that set it.
-from dashrepro.analysis.registry import kind_module, kind_needs  # noqa: E402
+from dashrepro.analysis.registry import (
+    SCORE_KINDS,
+    kind_module,
+    kind_needs,
+)  # noqa: E402
 from dashrepro.analysis.tables import publishable  # noqa: E402
 from dashrepro.config import (  # noqa: E402
     checkpoint_steps,
@@ -386,3 +390,71 @@ def published_table_files():
 
 def base_accuracy_files():
     return [f"{RESULTS}/eval/base/{scale}/accuracy.json" for scale in BASE_SCALES]
+
+
+# Statistics and audit: every cell of the scores tables (rows are methods, cells means over
+# seeds of selected checkpoints), followed down to its graded samples.
+SCORE_TABLES = {
+    name: spec for name, spec in config["tables"].items() if spec["kind"] in SCORE_KINDS
+}
+SCORE_PAIRS = sorted(
+    {
+        (method, scale)
+        for spec in SCORE_TABLES.values()
+        for scale in spec_scales(spec)
+        for method in spec["methods"]
+    }
+)
+
+
+def score_run_steps():
+    """ "method/scale" -> {seed: candidate steps} of every scores-table run."""
+    return {
+        f"{m}/{c}": {s: steps_for_scale(c) for s in RUNS[(m, c)]}
+        for m, c in SCORE_PAIRS
+    }
+
+
+def score_files(name):
+    """One file of every candidate checkpoint of every scores-table run (samples, responses)."""
+    return [
+        p
+        for m, c in SCORE_PAIRS
+        for s in RUNS[(m, c)]
+        for p in checkpoint_eval_files(m, c, s, name)
+    ]
+
+
+def statistics_inputs(wildcards):
+    return {
+        "tables": [f"{RESULTS}/tables/{t}.csv" for t in SCORE_TABLES],
+        "samples": score_files("samples.parquet"),
+        "published": PUBLISHED,
+    }
+
+
+def audit_inputs(wildcards):
+    """What the audit checks: the tables, their selections, every candidate's graded samples,
+    summaries and generations, and the adapters they came from."""
+    runs = [(m, c, s) for m, c in SCORE_PAIRS for s in RUNS[(m, c)]]
+    return {
+        "tables": [f"{RESULTS}/tables/{t}.csv" for t in SCORE_TABLES],
+        "selections": [f"{RESULTS}/selection/{m}/{c}/seed{s}.json" for m, c, s in runs],
+        "samples": score_files("samples.parquet"),
+        "summaries": score_files("summary.json"),
+        "responses": score_files("responses.parquet"),
+        "adapters": [
+            f"{run_dir(m, c, s)}/checkpoint-{t}/adapter_model.safetensors"
+            for m, c, s in runs
+            for t in steps_for_scale(c)
+        ],
+    }
+
+
+def analysis_report_files():
+    """The statistics report, the reproduction gap and the audit report (target `all`)."""
+    return [
+        f"{RESULTS}/statistics/report.md",
+        f"{RESULTS}/statistics/reproduction_gap.csv",
+        f"{RESULTS}/audit/report.md",
+    ]

@@ -95,3 +95,61 @@ rule plan:
         plan=lambda wc: plan_markdown(config),
     script:
         "scripts/make_plan.py"
+
+
+# Beside every scores-table cell: clustered standard error, seed std, the optimism of selecting
+# on the test set, paired differences against the reference; and the reproduction gap against
+# the paper's published numbers (dashrepro.analysis.statistics_report).
+rule statistics:
+    input:
+        unpack(statistics_inputs),
+    output:
+        cells=f"{RESULTS}/statistics/cell_statistics.csv",
+        paired=f"{RESULTS}/statistics/paired_differences.csv",
+        gap=report(
+            f"{RESULTS}/statistics/reproduction_gap.csv",
+            caption="../report/reproduction_gap.rst",
+            category="Statistics",
+        ),
+        gap_png=f"{RESULTS}/statistics/reproduction_gap.png",
+        gap_pdf=f"{RESULTS}/statistics/reproduction_gap.pdf",
+        report=f"{RESULTS}/statistics/report.md",
+    log:
+        f"{RESULTS}/logs/statistics.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/statistics.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        experiment=EXP,
+        results=RESULTS,
+        tables=SCORE_TABLES,
+        benchmarks=BENCHMARKS,
+        runs=score_run_steps(),
+        settings=config["statistics"],
+    script:
+        "scripts/statistics.py"
+
+
+# Every scores-table cell followed to its raw generations, each recorded hash checked, each
+# number derived again; flags changed or stale inputs, mixed code or configs, missing seeds.
+rule audit:
+    input:
+        unpack(audit_inputs),
+    output:
+        md=f"{RESULTS}/audit/report.md",
+        html=report(
+            f"{RESULTS}/audit/report.html",
+            caption="../report/audit.rst",
+            category="Audit",
+        ),
+    log:
+        f"{RESULTS}/logs/audit.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/audit.tsv"
+    conda:
+        "../envs/cpu.yaml"
+    params:
+        results=RESULTS,
+    script:
+        "scripts/audit.py"

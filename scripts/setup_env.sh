@@ -28,6 +28,13 @@ echo "[setup_env] creating $VENV (CPU stack, torch==2.13.0)" >&2
 [ -x "$VENV/bin/python" ] || "$PYTHON" -m venv "$VENV"
 "$VENV/bin/python" -m pip install --quiet --upgrade pip
 "$VENV/bin/python" -m pip install --quiet "torch==2.13.0"
+# DeepSpeed (the trainer's ZeRO-2 path, tested on CPU) ships only an sdist whose setup.py imports
+# torch: it is built here against the torch above, without build isolation (setuptools comes with
+# torch), and with no op precompiled (DS_BUILD_OPS=0; the CPU path needs none, see
+# training/distributed.py). About 15 s from an empty cache. The [dev] install below then finds
+# it installed.
+DS_BUILD_OPS=0 "$VENV/bin/python" -m pip install --quiet --no-build-isolation \
+  -c envs/cpu-constraints.txt "deepspeed==0.19.8"
 "$VENV/bin/python" -m pip install --quiet -c envs/cpu-constraints.txt -e ".[dev]"
 echo "$want" > "$STAMP"
 echo "[setup_env] ready: $VENV" >&2

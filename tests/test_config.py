@@ -333,3 +333,13 @@ def test_a_runs_group_naming_an_unknown_method_is_an_error(repo_root):
     config["runs"] = [{"methods": ["dash_k3"], "scales": ["tiny"], "seeds": [0]}]
     with pytest.raises(ConfigError, match="runs.0.methods: unknown method 'dash_k3'"):
         validate_config(config)
+
+
+def test_a_grpo_group_must_fit_the_batches_of_the_scales_it_runs_at(default_config_file):
+    config = json.loads(json.dumps(default_config_file))
+    config["scales"]["tiny_ablation"]["train"]["micro_batch_size"] = 4  # the K = 8 grid points
+    with pytest.raises(ConfigError) as info:
+        validate_config(config)
+    lines = [line for line in str(info.value).splitlines() if "grpo.group_size" in line]
+    assert len(lines) == 4 and all("scale tiny_ablation" in line for line in lines)
+    assert all("_k8" in line for line in lines)  # K = 4 fits; tiny (micro 16) runs no GRPO

@@ -32,6 +32,7 @@ from dashrepro.parameters import AGGREGATION_PARAMS, DIVERGENCES, OBJECTIVES, ch
 from dashrepro.run_matrix import (
     expand_config,
     matrix_problems,
+    run_matrix,
     scale_evaluation,
     spec_scales,
 )
@@ -148,7 +149,12 @@ def _method_problems(name: str, method: Mapping, config: Mapping) -> list[str]:
         )
     grpo = method.get("grpo")
     if grpo:
+        # Only the scales the method is trained at (the run matrix): a grid's K = 8 need not fit
+        # a scale that never runs it.
+        trained = {scale for (m, scale) in run_matrix(config) if m == name}
         for scale, spec in config["scales"].items():
+            if scale not in trained:
+                continue
             per_process = spec["train"]["micro_batch_size"] * spec["train"]["grad_accumulation"]
             if per_process % grpo["group_size"]:
                 problems.append(
@@ -255,6 +261,10 @@ def check_semantics(config: Mapping) -> list[str]:
     for group in GROUPS:
         for name, spec in config[group].items():
             problems += _output_problems(group, name, spec, config)
+    if config["statistics"]["reference"] not in config["methods"]:
+        problems.append(
+            f"statistics.reference: unknown method {config['statistics']['reference']!r}"
+        )
     return problems + matrix_problems(config)
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -42,6 +43,7 @@ def small_config(default: dict) -> dict:
         ablation.pop(key, None)
     ablation["train"].update(steps=2, checkpoint_every=2, micro_batch_size=8, max_new_tokens=40)
     ablation["evaluation"] = {"samples_per_problem": 1}
+    config["statistics"]["n_resamples"] = 200
     return config
 
 
@@ -412,3 +414,113 @@ def test_one_figure_regenerates_alone_and_the_report_is_captioned(run_copy, repo
     for text in ("main_results", "checkpoint_curves", "motivation_spearman",
                  "best mean over the benchmarks", "Tables", "Figures"):  # fmt: skip
         assert text in html, text
+
+
+# ------------------------------------------------------------------ audit and statistics
+
+
+def audit(workdir: Path, *args: str) -> subprocess.CompletedProcess:
+    """``dashrepro audit`` as a user runs it (the console command is ``dashrepro.cli:main``)."""
+    cmd = [sys.executable, "-m", "dashrepro.cli", "audit", "--root", str(workdir),
+           "--results", "results/e2e", *args]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+def test_an_audited_cell_reaches_the_raw_responses_and_the_training_run(finished_run):
+    workdir, _ = finished_run
+    done = audit(workdir, "main_results", "dash", "tiny", "aime2025", "--verify", "--regrade")
+    assert done.returncode == 0, done.stdout + done.stderr
+    out = done.stdout
+    for seed in (0, 1):
+        assert f"results/e2e/selection/dash/tiny/seed{seed}.json" in out
+        assert re.search(rf"eval/dash/tiny/seed{seed}/step\d+/responses.parquet", out)
+        assert re.search(rf"runs/dash/tiny/seed{seed}/checkpoint-\d+/adapter_model", out)
+    assert "every candidate's mean Avg@k: 2: " in out and "training data: results/e2e/data/" in out
+    assert "base model: results/e2e/base_model/tiny/model.safetensors sha256" in out
+    assert "every hash and number agrees" in out
+
+
+def test_the_audit_and_statistics_reports_cover_every_cell(finished_run, default_config):
+    workdir, _ = finished_run
+    results = workdir / "results" / "e2e"
+    audit_md = (results / "audit" / "report.md").read_text()
+    assert "0 flagged" in audit_md and (results / "audit" / "report.html").stat().st_size > 0
+    scores = [t for t, spec in default_config["tables"].items()
+              if spec["kind"] in ("method_scores", "seed_statistics")]  # fmt: skip
+    cells = pd.concat(
+        [pd.read_csv(results / "tables" / f"{t}.csv").assign(table=t) for t in scores]
+    )
+    stats = pd.read_csv(results / "statistics" / "cell_statistics.csv")
+    key = ["table", "row", "scale", "column"]
+    assert sorted(map(tuple, stats[key].values)) == sorted(map(tuple, cells[key].values))
+    merged = stats.merge(cells, on=key, suffixes=("", "_table"))
+    assert (merged["value"] - merged["value_table"]).abs().max() < 1e-9  # the same numbers
+    assert (stats["optimism"] >= -1e-9).all() and stats["clustered_se"].notna().all()
+    paired = pd.read_csv(results / "statistics" / "paired_differences.csv")
+    assert set(paired["reference"]) == {"opsd"} and "opsd" not in set(paired["row"])
+    # The embedded run's scales are not the paper's: every published cell of these tables is
+    # listed as missing here, every cell of ours as missing from the paper; none is dropped.
+    gap = pd.read_csv(results / "statistics" / "reproduction_gap.csv")
+    published = pd.read_csv(repo_published(default_config))
+    names = {t: (default_config["tables"][t].get("options") or {}).get("published_table", t)
+             for t in scores}  # fmt: skip
+    expected_paper = published[published["table"].isin(set(names.values()))]
+    assert (gap["status"] == "missing_ours").sum() == len(expected_paper)
+    assert (gap["status"] == "missing_published").sum() == len(cells)
+    assert "Reproduction gap" in (results / "statistics" / "report.md").read_text()
+
+
+def repo_published(config) -> Path:
+    return Path(__file__).resolve().parents[2] / config["published_numbers"]
+
+
+def test_each_tampered_file_on_a_chain_is_caught_and_named(run_copy):
+    """A changed grade, a swapped adapter, an edited summary, selection or table cell."""
+    from dashrepro.io import read_parquet, write_parquet
+
+    results = run_copy / "results" / "e2e"
+    selection = json.loads((results / "selection/dash/tiny/seed0.json").read_text())
+    step = selection["selected_step"]
+    evals = results / f"eval/dash/tiny/seed0/step{step}"
+    other = 4 if step == 2 else 2
+
+    def grade(path):
+        samples = read_parquet(path)
+        samples.loc[0, "correct"] = not samples.loc[0, "correct"]
+        write_parquet(path, samples)
+
+    def summary(path):
+        data = json.loads(path.read_text())
+        data["mean_over_benchmarks"] += 1.0
+        path.write_text(json.dumps(data))
+
+    def swap(path):
+        path.write_bytes((path.parents[1] / f"checkpoint-{other}" / path.name).read_bytes())
+
+    def pick(path):
+        data = json.loads(path.read_text())
+        data["selected_step"] = other
+        path.write_text(json.dumps(data))
+
+    def cell(path):
+        frame = pd.read_csv(path)
+        frame.loc[(frame["row"] == "dash") & (frame["column"] == "aime2025"), "value"] += 0.5
+        frame.to_csv(path, index=False)
+
+    cases = [
+        (evals / "samples.parquet", grade, "changed_input"),
+        (evals / "summary.json", summary, "changed_input"),
+        (results / f"runs/dash/tiny/seed0/checkpoint-{step}/adapter_model.safetensors", swap,
+         "changed_input"),
+        (results / "selection/dash/tiny/seed0.json", pick, "changed_input"),
+        (results / "tables/main_results.csv", cell, "mismatch"),
+    ]  # fmt: skip
+    for path, tamper, kind in cases:
+        original, stat = path.read_bytes(), path.stat()
+        tamper(path)
+        done = audit(run_copy, "main_results", "dash", "tiny", "aime2025", "--verify")
+        path.write_bytes(original)
+        os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))  # as it was: not stale either
+        relative = str(path.relative_to(run_copy))
+        assert done.returncode == 1, (relative, done.stdout)
+        assert f"[{kind}] {relative}" in done.stdout, (relative, done.stdout)

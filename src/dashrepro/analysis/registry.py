@@ -39,6 +39,9 @@ INPUT_SETS = {
 }
 
 GROUPS = ("tables", "figures")
+#: Table kinds whose rows are methods and whose cells are means over seeds of each seed's
+#: selected checkpoint's Avg@k: the cells that the audit and the statistics follow.
+SCORE_KINDS = ("method_scores", "seed_statistics")
 
 
 def kinds(group: str) -> list[str]:

@@ -3,9 +3,10 @@
 The trainer runs as one process or as several started by ``accelerate launch`` (or
 ``torch.distributed.run``): DDP with gloo on CPU or NCCL on GPU, or DeepSpeed ZeRO-2 with the
 optimizer states offloaded to CPU when the scale names a DeepSpeed config
-(``train.deepspeed_config``). accelerate's gradient accumulation divides each loss by
-``grad_accumulation`` and all-reduces (DDP) or steps (DeepSpeed) on the last micro-batch of a
-step only. Every process must join every all-reduce, so a micro-batch without a usable rollout
+(``train.deepspeed_config``) -- on GPUs, or on DeepSpeed's CPU accelerator with gloo, as
+``tests/training/test_deepspeed.py`` runs it. accelerate's gradient accumulation divides each
+loss by ``grad_accumulation`` and all-reduces (DDP) or steps (DeepSpeed) on the last micro-batch
+of a step only. Every process must join every all-reduce, so a micro-batch without a usable rollout
 still runs a zero backward (``zero_backward``), and a preemption notice seen by one process
 stops all of them after the same step (``any_process``).
 
@@ -21,37 +22,91 @@ from typing import Any
 
 import torch
 
+#: ``train.precision``: fp32, or bf16 (DDP: autocast, the base weights in bf16 and LoRA's in
+#: fp32; DeepSpeed: the config's "bf16" section, the module in bf16 and fp32 master weights).
+PRECISIONS = ("fp32", "bf16")
+
 
 def make_accelerator(train: Mapping):
-    """An ``accelerate.Accelerator``: DDP (gloo on CPU, NCCL on GPU) or DeepSpeed ZeRO-2."""
+    """An ``accelerate.Accelerator``: DDP (gloo on CPU, NCCL on GPU) or DeepSpeed ZeRO-2 (on a GPU,
+    or on DeepSpeed's CPU accelerator with gloo), in fp32 or bf16 autocast."""
     from accelerate import Accelerator
 
+    precision = train.get("precision", "fp32")
+    if precision not in PRECISIONS:
+        raise ValueError(
+            f"train.precision must be one of {', '.join(PRECISIONS)}; got {precision!r}"
+        )
+    cuda = torch.cuda.is_available()
     # accelerate's accumulation: backward() divides the loss by grad_accumulation, DDP skips the
     # all-reduce and DeepSpeed the step on all but the last micro-batch of a step.
-    kwargs: dict[str, Any] = {
-        "cpu": not torch.cuda.is_available(),
-        "gradient_accumulation_steps": int(train["grad_accumulation"]),
-    }
-    if train.get("precision") == "bf16" and torch.cuda.is_available():
+    kwargs: dict[str, Any] = {"gradient_accumulation_steps": int(train["grad_accumulation"])}
+    if precision == "bf16":
+        # On CPU too, deliberately: torch autocasts to bfloat16 on CPU, so the GPU runs'
+        # precision is trained and tested here as well (slower than fp32 on most CPUs). Under
+        # DeepSpeed accelerate hands it to the config's "bf16" section instead.
         kwargs["mixed_precision"] = "bf16"
-    if train.get("deepspeed_config"):
-        from accelerate.utils import DeepSpeedPlugin
+    if not train.get("deepspeed_config"):
+        kwargs["cpu"] = not cuda
+        return Accelerator(**kwargs)
 
-        kwargs["deepspeed_plugin"] = DeepSpeedPlugin(hf_ds_config=deepspeed_config(train))
-    return Accelerator(**kwargs)
+    from accelerate.utils import DeepSpeedPlugin, InitProcessGroupKwargs
+
+    plugin = DeepSpeedPlugin(hf_ds_config=deepspeed_config(train))  # bad configs fail here first
+    # Not cpu=True: accelerate drops a DeepSpeed plugin when cpu=True and silently trains without
+    # DeepSpeed. Without CUDA, DeepSpeed detects its CPU accelerator (as DS_ACCELERATOR=cpu would
+    # select it), whose collectives fall back to gloo when oneCCL is absent (DeepSpeed >= 0.14.1).
+    if not cuda:
+        _skip_cpu_inference_kernel()
+        # accelerate infers no backend for a launch that is neither cpu=True nor on a GPU (and
+        # would then count one process): name the one DeepSpeed's CPU accelerator talks.
+        kwargs["kwargs_handlers"] = [InitProcessGroupKwargs(backend="gloo")]
+    if "LOCAL_RANK" not in os.environ:
+        _single_process_group("nccl" if cuda else "gloo")
+    return Accelerator(deepspeed_plugin=plugin, **kwargs)
+
+
+def _single_process_group(backend: str) -> None:
+    """What a launcher of one process provides, for DeepSpeed in a process started without one
+    (the workflow's one-process runs): DeepSpeed would otherwise look for MPI (mpi4py) to learn
+    its rank, and refuses to start without ``LOCAL_RANK``. The group of one lives on an
+    in-memory store, so no port is taken."""
+    if not torch.distributed.is_initialized():
+        torch.distributed.init_process_group(
+            backend, store=torch.distributed.HashStore(), rank=0, world_size=1
+        )
+    os.environ["LOCAL_RANK"] = "0"
+
+
+def _skip_cpu_inference_kernel() -> None:
+    """Tell DeepSpeed's CPU backend not to build its shared-memory all-reduce kernel.
+
+    DeepSpeed compiles it (C++, JIT: ~80 s on 2 cores, and a compiler needed) when its first
+    process group starts, yet only its inference tensor parallelism (``inference_all_reduce``)
+    calls it; ZeRO's gradient reduction goes through torch.distributed (gloo). The op table is
+    the one ``build_shm_op`` consults (deepspeed 0.19: ``deepspeed.ops.__compatible_ops__``,
+    computed once and kept, so that edits to it persist).
+    """
+    import deepspeed.ops
+
+    deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
 
 
 def deepspeed_config(train: Mapping, world_size: int | None = None) -> dict:
-    """The run's DeepSpeed config: the file's, with its "auto" batch entries filled in.
+    """The run's DeepSpeed config: the file's, with its "auto" entries filled in.
 
     Without a prepared dataloader accelerate cannot infer the micro-batch size, so the trainer
-    writes it: micro_batch_size per GPU, grad_accumulation, and clipping at 1.0 (as on CPU). The
-    torch AdamW stays the optimizer (``zero_force_ds_cpu_optimizer: false`` lets ZeRO-2 offload
-    its states to CPU), so the linear schedule drives it as on every other backend.
+    writes it: micro_batch_size per GPU, grad_accumulation, and clipping at 1.0 (as on CPU); the
+    "bf16" section follows ``train.precision``. The torch AdamW stays the optimizer
+    (``zero_force_ds_cpu_optimizer: false`` lets ZeRO-2 offload its states to CPU), so the linear
+    schedule drives it as on every other backend.
     """
     from dashrepro.config import resolve_repo_path
 
-    config = json.loads(resolve_repo_path(train["deepspeed_config"]).read_text())
+    path = resolve_repo_path(train["deepspeed_config"])
+    if not path.is_file():
+        raise FileNotFoundError(f"train.deepspeed_config: no such file {str(path)!r}")
+    config = json.loads(path.read_text())
     world = world_size or int(os.environ.get("WORLD_SIZE", "1"))
     micro, accum = int(train["micro_batch_size"]), int(train["grad_accumulation"])
     filled = {
@@ -67,6 +122,18 @@ def deepspeed_config(train: Mapping, world_size: int | None = None) -> dict:
             raise ValueError(
                 f"{train['deepspeed_config']}: {key} = {config[key]!r} contradicts the run "
                 f'config ({value!r}); set it to "auto"'
+            )
+    # The weights' precision is train.precision's: a config enabling bf16 in an fp32 run would
+    # train in bf16 unnoticed (accelerate does not check it), and fp16 is no precision here.
+    bf16 = train.get("precision", "fp32") == "bf16"
+    for section, wanted in (("bf16", bf16), ("fp16", False)):
+        enabled = config.setdefault(section, {}).get("enabled", "auto")
+        if enabled == "auto":
+            config[section]["enabled"] = wanted
+        elif enabled is not wanted:
+            raise ValueError(
+                f"{train['deepspeed_config']}: {section}.enabled = {enabled!r} contradicts "
+                f"train.precision {train.get('precision', 'fp32')!r}"
             )
     return config
 

@@ -277,7 +277,10 @@ class DistillationRecipe:
         )
         self.step = int(resumed["step"])
         if self.deepspeed:
-            self.accelerator.load_state(str(self.resume_root / f"deepspeed-step-{self.step:06d}"))
+            # Not strict: the state holds the trainable weights only (see save_checkpoint).
+            self.accelerator.load_state(
+                str(self._deepspeed_state(self.step)), load_module_strict=False
+            )
         if (self.resume_root / "train_metrics.parquet").exists():
             done = read_parquet(self.resume_root / "train_metrics.parquet")
             self.rows = done[done["step"] <= self.step].to_dict("records")
@@ -535,7 +538,9 @@ class DistillationRecipe:
         accelerator.wait_for_everyone()
         if self.deepspeed:
             # ZeRO-2 partitions the optimizer moments over the processes: each saves its part.
-            accelerator.save_state(str(self.resume_root / f"deepspeed-step-{step:06d}"))
+            # The frozen base weights stay out: they are the base model, an input (at 8B they
+            # would add 16 GB to every state).
+            accelerator.save_state(str(self._deepspeed_state(step)), exclude_frozen_parameters=True)
         if accelerator.is_main_process:
             self._write_state(step)
         accelerator.wait_for_everyone()
@@ -565,6 +570,15 @@ class DistillationRecipe:
             run_config=self.run_config,
         )
         checkpointing.prune_states(self.resume_root, keep_steps=set())
+        if self.deepspeed:
+            # Like the optimizer files prune_states removes: only the newest state is resumed.
+            for folder in self.resume_root.glob("deepspeed-step-*"):
+                if folder != self._deepspeed_state(step):
+                    shutil.rmtree(folder, ignore_errors=True)
+
+    def _deepspeed_state(self, step: int) -> Path:
+        """accelerate's folder of the DeepSpeed engine's state after ``step``."""
+        return self.resume_root / f"deepspeed-step-{step:06d}"
 
     def _context_records(self) -> pd.DataFrame:
         frames = [f for f in self.contexts if len(f)]

@@ -1,0 +1,51 @@
+"""Rule statistics: clustered errors, selection optimism, paired differences, reproduction gap."""
+
+from _bootstrap import run, setup
+
+
+def main(snakemake) -> None:
+    log = setup(snakemake, threads=1)
+    from dashrepro.analysis import statistics as st
+    from dashrepro.analysis import statistics_report as sr
+    from dashrepro.io import atomic_path, read_csv, read_parquet, write_text
+
+    params = snakemake.params
+    results, settings = params.results, params.settings
+
+    def per_problem_of(method, scale):
+        steps_by_seed = params.runs[f"{method}/{scale}"]
+        return st.checkpoint_problem_accuracy({
+            (int(seed), int(step)): read_parquet(
+                f"{results}/eval/{method}/{scale}/seed{seed}/step{step}/samples.parquet",
+                columns=["benchmark", "problem_id", "correct"],
+            )
+            for seed, steps in steps_by_seed.items()
+            for step in steps
+        })  # fmt: skip
+
+    cells, paired = sr.experiment_statistics(
+        params.tables, params.benchmarks, per_problem_of,
+        reference=settings["reference"], n_resamples=settings["n_resamples"],
+        seed=settings["seed"], confidence=settings["confidence"],
+    )  # fmt: skip
+    ours = {path.split("/")[-1][: -len(".csv")]: read_csv(path) for path in snakemake.input.tables}
+    for cells_of in ours.values():
+        cells_of["value"] = cells_of["value"].astype(float)
+    gap = sr.gap_table(ours, params.tables, read_csv(snakemake.input.published), cells)
+    write_text(snakemake.output.cells, cells.to_csv(index=False))
+    write_text(snakemake.output.paired, paired.to_csv(index=False))
+    write_text(snakemake.output.gap, gap.to_csv(index=False))
+    write_text(
+        snakemake.output.report,
+        sr.report_markdown(params.experiment, cells, paired, gap, settings),
+    )
+    figure = sr.gap_figure(gap, params.experiment)
+    for fmt in ("png", "pdf"):
+        with atomic_path(snakemake.output[f"gap_{fmt}"]) as tmp:
+            figure.savefig(tmp, format=fmt, dpi=150)
+    log.info("%d cells, %d paired differences, gap: %s", len(cells), len(paired),
+             gap["status"].value_counts().to_dict())  # fmt: skip
+
+
+if __name__ == "__main__":
+    run(main, snakemake)
