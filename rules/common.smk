@@ -407,14 +407,6 @@ SCORE_PAIRS = sorted(
 )
 
 
-def score_run_steps():
-    """ "method/scale" -> {seed: candidate steps} of every scores-table run."""
-    return {
-        f"{m}/{c}": {s: steps_for_scale(c) for s in RUNS[(m, c)]}
-        for m, c in SCORE_PAIRS
-    }
-
-
 def score_files(name):
     """One file of every candidate checkpoint of every scores-table run (samples, responses)."""
     return [

@@ -122,10 +122,8 @@ rule statistics:
         "../envs/cpu.yaml"
     params:
         experiment=EXP,
-        results=RESULTS,
         tables=SCORE_TABLES,
         benchmarks=BENCHMARKS,
-        runs=score_run_steps(),
         settings=config["statistics"],
     script:
         "scripts/statistics.py"
@@ -149,7 +147,5 @@ rule audit:
         f"{RESULTS}/benchmarks/audit.tsv"
     conda:
         "../envs/cpu.yaml"
-    params:
-        results=RESULTS,
     script:
         "scripts/audit.py"

@@ -1,5 +1,7 @@
 """Rule audit: every scores-table cell followed to its raw generations, checked, reported."""
 
+from pathlib import Path
+
 from _bootstrap import run, setup
 
 
@@ -8,7 +10,9 @@ def main(snakemake) -> None:
     from dashrepro.io import write_text
     from dashrepro.provenance.audit import audit_report
 
-    rows, markdown, page = audit_report(".", snakemake.params.results)
+    # results/<experiment>, from results/<experiment>/audit/report.md
+    results = str(Path(snakemake.output.md).parents[1])
+    rows, markdown, page = audit_report(".", results)
     write_text(snakemake.output.md, markdown)
     write_text(snakemake.output.html, page)
     flagged = [r for r in rows if r["status"] != "ok"]

@@ -1,5 +1,7 @@
 """Rule statistics: clustered errors, selection optimism, paired differences, reproduction gap."""
 
+from pathlib import Path
+
 from _bootstrap import run, setup
 
 
@@ -10,17 +12,18 @@ def main(snakemake) -> None:
     from dashrepro.io import atomic_path, read_csv, read_parquet, write_text
 
     params = snakemake.params
-    results, settings = params.results, params.settings
+    settings = params.settings
+    # Every candidate checkpoint's graded samples, by run: .../eval/<method>/<scale>/seed<s>/
+    # step<t>/samples.parquet (the inputs, so nothing is read that Snakemake does not track).
+    paths: dict[tuple[str, str], dict[tuple[int, int], str]] = {}
+    for path in snakemake.input.samples:
+        method, scale, seed, step = Path(path).parts[-5:-1]
+        paths.setdefault((method, scale), {})[(int(seed[4:]), int(step[4:]))] = path
 
     def per_problem_of(method, scale):
-        steps_by_seed = params.runs[f"{method}/{scale}"]
         return st.checkpoint_problem_accuracy({
-            (int(seed), int(step)): read_parquet(
-                f"{results}/eval/{method}/{scale}/seed{seed}/step{step}/samples.parquet",
-                columns=["benchmark", "problem_id", "correct"],
-            )
-            for seed, steps in steps_by_seed.items()
-            for step in steps
+            key: read_parquet(path, columns=["benchmark", "problem_id", "correct"])
+            for key, path in paths[(method, scale)].items()
         })  # fmt: skip
 
     cells, paired = sr.experiment_statistics(

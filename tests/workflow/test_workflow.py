@@ -55,7 +55,7 @@ def snakemake(workdir: Path, repo_root: Path, *args: str) -> subprocess.Complete
         "--configfile", str(workdir / "config.yaml"),
         *args,
     ]  # fmt: skip
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=2400)
 
 
 def dry_run_after_change(workdir: Path, repo_root: Path, change) -> str:

@@ -19,7 +19,7 @@ and restore the engine's GPU memory while a colocated trainer runs (needs
 or ``sampling.hf.HFSampler`` (the same ``sample`` interface), so callers pick the backend from
 the config. ``vllm`` is imported lazily: this module imports, and its pure parts
 are tested, on a machine without vLLM. Running the vLLM path needs the GPU environment
-(``envs/gpu.yaml``, ``vllm==0.33.0``) and a CUDA device:
+(``envs/gpu.yaml``, ``vllm==0.32.0``) and a CUDA device:
 
     sampler = make_sampler("vllm", base_model="Qwen/Qwen3-1.7B", max_model_len=9216)
     samples = sampler.sample(prompts, SamplingSettings(temperature=1.0, max_new_tokens=8192),

@@ -1,0 +1,158 @@
+"""The environment files build: envs/cpu.yaml and envs/gpu.yaml are self-contained and agree with
+the CPU stack, the GPU lock and the post-deploy script (offline); and the GPU environment's pins
+resolve with pip's resolver for the GPU nodes' platform, while a conflicting pin fails (network,
+marked slow: about a minute; skipped when the package index cannot be reached).
+
+    .venv/bin/python -m pytest tests/test_environments.py
+    .venv/bin/python -m pytest tests/test_environments.py -m "not slow"   # offline only
+
+The resolver check itself is scripts/check_gpu_env.py (its docstring says what it proves).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import platform
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from packaging.markers import default_environment
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = REPO_ROOT / "scripts" / "check_gpu_env.py"
+
+_spec = importlib.util.spec_from_file_location("check_gpu_env", SCRIPT)
+check_gpu_env = importlib.util.module_from_spec(_spec)
+sys.modules["check_gpu_env"] = check_gpu_env  # its dataclasses look their module up there
+_spec.loader.exec_module(check_gpu_env)
+
+#: pyproject's runtime dependencies that the job environments do without: Snakemake and its
+#: SLURM plugin run the workflow from outside them (a rule script finds the running Snakemake's
+#: modules through the path its preamble appends).
+OUTSIDE_THE_JOBS = {"snakemake", "snakemake-executor-plugin-slurm"}
+
+
+def pinned_versions(env_file: Path) -> dict[str, str]:
+    env = check_gpu_env.read_env_file(env_file)
+    return {name: check_gpu_env.exact_version(req) for name, req in env.pins.items()}
+
+
+def project_dependencies() -> set[str]:
+    pyproject = tomllib.loads((REPO_ROOT / "pyproject.toml").read_text())
+    return {canonicalize_name(Requirement(d).name) for d in pyproject["project"]["dependencies"]}
+
+
+@pytest.mark.parametrize("name", ["cpu.yaml", "gpu.yaml"])
+def test_environment_file_is_self_contained(name):
+    assert check_gpu_env.self_containment_problems(REPO_ROOT / "envs" / name) == []
+
+
+def test_self_containment_rejects_paths_and_ranges(tmp_path):
+    env_file = tmp_path / "env.yaml"
+    env_file.write_text(
+        "dependencies:\n  - python=3.11\n  - pip:\n"
+        "      - -e ..\n      - -c cpu-constraints.txt\n      - -r ../requirements.txt\n"
+        "      - torch>=2.4\n      - dashrepro @ file:///work/main\n      - flash-attn\n"
+        "      - --extra-index-url https://download.pytorch.org/whl/cpu\n      - peft==0.21.2\n"
+    )
+    problems = check_gpu_env.self_containment_problems(env_file)
+    assert len(problems) == 6, problems  # all but the index URL and the exact pin
+    for line in ["-e ..", "-c cpu-constraints.txt", "torch>=2.4", "flash-attn"]:
+        assert any(repr(line) in problem for problem in problems), line
+
+
+def test_unmet_requirements_of_a_post_deploy_sdist():
+    """What an sdist installed with --no-deps declares must be in the stack (extras and other
+    platforms' markers aside)."""
+    declared = [
+        Requirement(line)
+        for line in [
+            "torch>=2.0.0",
+            "hjson",
+            "pydantic>=2.0.0",
+            'docutils<0.18; extra == "dev"',
+            'pywin32; sys_platform == "win32"',
+        ]
+    ]
+    environment = {**default_environment(), "sys_platform": "linux"}
+    unmet = check_gpu_env.unmet_requirements(
+        declared, {"torch": "2.13.0", "pydantic": "1.10.0"}, environment
+    )
+    assert unmet == ["hjson (not in the stack)", "pydantic>=2.0.0 (the stack has 1.10.0)"]
+
+
+def test_gpu_env_agrees_with_its_lock_and_post_deploy():
+    """gpu.yaml's pins and the post-deploy's sdists are in envs/gpu-lock.txt at their versions."""
+    assert check_gpu_env.offline_problems() == []
+    lock = check_gpu_env.read_lock()
+    assert set(lock.post_deploy) == {"deepspeed", "flash-attn"}
+    assert check_gpu_env.post_deploy_pins() == lock.post_deploy
+
+
+def test_gpu_env_has_what_the_rule_scripts_import():
+    pins = pinned_versions(REPO_ROOT / "envs" / "gpu.yaml")
+    # The figures and the statistics report (matplotlib, scipy) run in cpu.yaml's rules.
+    wanted = project_dependencies() - OUTSIDE_THE_JOBS - {"matplotlib", "scipy"}
+    wanted |= {"vllm", "datasets", "safetensors", "huggingface-hub"}
+    assert wanted - set(pins) == set()
+    assert set(check_gpu_env.post_deploy_pins()) == {"deepspeed", "flash-attn"}
+
+
+def test_cpu_env_is_the_cpu_stack():
+    """cpu.yaml pins what the rule scripts import, at the versions of envs/cpu-constraints.txt."""
+    pins = pinned_versions(REPO_ROOT / "envs" / "cpu.yaml")
+    assert project_dependencies() - OUTSIDE_THE_JOBS - set(pins) == set()
+    constraints = {}
+    for line in (REPO_ROOT / "envs" / "cpu-constraints.txt").read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            requirement = Requirement(line)
+            constraints[canonicalize_name(requirement.name)] = str(requirement.specifier)[2:]
+    differ = {n: (v, constraints[n]) for n, v in pins.items() if constraints.get(n, v) != v}
+    assert differ == {}, "cpu.yaml (left) vs cpu-constraints.txt (right)"
+    assert set(pins) <= set(constraints), "every cpu.yaml pin comes from the verified CPU stack"
+
+
+# ---------------------------------------------------------------------------------------------
+# The resolver (network)
+
+INDEX_URL = os.environ.get("PIP_INDEX_URL") or check_gpu_env.PYPI
+
+
+@pytest.fixture(scope="module")
+def index():
+    if sys.version_info[:2] != (3, 11) or sys.platform != "linux" or platform.machine() != "x86_64":
+        pytest.skip("the GPU resolution check runs on CPython 3.11, Linux x86_64 (the nodes')")
+    if not check_gpu_env.index_reachable(INDEX_URL, timeout=5):
+        pytest.skip(f"the package index {INDEX_URL} cannot be reached")
+    return INDEX_URL
+
+
+def run_check(*args: str) -> subprocess.CompletedProcess:
+    result = subprocess.run(
+        [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=900
+    )
+    if result.returncode == 2:
+        pytest.skip(f"the package index stopped answering: {result.stderr[-500:]}")
+    return result
+
+
+@pytest.mark.slow
+def test_gpu_env_resolves(index):
+    result = run_check()
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "OK:" in result.stdout and "vllm 0.32.0" in result.stdout
+
+
+@pytest.mark.slow
+def test_gpu_env_check_fails_on_a_conflict(index):
+    # The CPU stack's transformers is too new for vLLM 0.32.0 (>=5.16.1,<5.20).
+    result = run_check("--pin", "transformers==5.23.0")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert "ResolutionImpossible" in result.stderr
+    assert "vllm 0.32.0 depends on transformers" in result.stderr
