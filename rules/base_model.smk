@@ -61,7 +61,7 @@ rule evaluate_base_model:
         f"{RESULTS}/logs/evaluate_base_model/{{scale}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/evaluate_base_model/{{scale}}.tsv"
-    retries: 3
+    retries: PREEMPTIBLE_RETRIES
     conda:
         GENERATION_ENV
     threads: 2

@@ -25,6 +25,7 @@ from dashrepro.config import (  # noqa: E402
 from dashrepro.hub import SNAPSHOT_RECORD, model_id_of, snapshot_folder  # noqa: E402
 from dashrepro.plan import plan_markdown  # noqa: E402
 from dashrepro.run_matrix import base_scale, run_matrix, spec_scales  # noqa: E402
+from snakemake_interface_executor_plugins.settings import ExecMode  # noqa: E402
 
 validate_config(
     config,
@@ -34,6 +35,13 @@ validate_config(
         workflow.config_settings.config,
     ),
 )
+
+# Retries of the preemptible rules (training, generation, base evaluation), in the Snakemake
+# that schedules the jobs only. A rule's `retries` applies as well in the Snakemake that runs a
+# job inside its SLURM job, and in the one under its srun step, whatever `--retries` they get:
+# a job whose step failed (a preemption notice, the trainer's exit 75) would be rerun in place
+# instead of failing its SLURM job for a resubmission, and a failure retried 4 x 4 x 4 times.
+PREEMPTIBLE_RETRIES = 3 if workflow.exec_mode == ExecMode.DEFAULT else 0
 
 EXP = config["experiment"]
 RESULTS = f"results/{EXP}"

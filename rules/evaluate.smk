@@ -14,7 +14,7 @@ rule generate_checkpoint_responses:
     benchmark:
         f"{RESULTS}/benchmarks/generate_checkpoint_responses/{{method}}/{{scale}}/seed{{seed}}/step{{step}}.tsv"
     # Kept shards survive a preemption: a retry generates only the missing ones.
-    retries: 3
+    retries: PREEMPTIBLE_RETRIES
     conda:
         GENERATION_ENV
     threads: 1

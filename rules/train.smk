@@ -23,7 +23,7 @@ for _scale in config["scales"]:
         benchmark:
             f"{RESULTS}/benchmarks/train_lora/{{method}}/{_scale}/seed{{seed}}.tsv"
         # Preemption (SIGTERM/SIGUSR1) saves a state and exits 75: a retry resumes it.
-        retries: 3
+        retries: PREEMPTIBLE_RETRIES
         conda:
             training_env(_scale)
         threads: config["scales"][_scale]["train"].get("num_processes", 1)
