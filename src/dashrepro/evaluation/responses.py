@@ -28,6 +28,7 @@ from dashrepro.data.prompts import (
     render_student_prompt,
     render_teacher_prompt,
 )
+from dashrepro.heartbeat import heartbeat
 from dashrepro.io import (
     UnreadableFileError,
     read_parquet,
@@ -219,7 +220,11 @@ def generate_samples(
         started = time.perf_counter()
         # k requests per problem, problem by problem.
         requests = [prompt for prompt in prompts for _ in range(k)]
-        samples = sampler.sample(requests, sampling, this_seed, adapter_dir=adapter_dir)
+        with heartbeat(
+            log or (lambda _: None),
+            f"shard {shard_index + 1}/{len(shards)} ({bench}, {len(requests)} requests)",
+        ):
+            samples = sampler.sample(requests, sampling, this_seed, adapter_dir=adapter_dir)
         generation_seconds += time.perf_counter() - started
         shard = shard_frame(samples, rows, k, this_seed, {**settings, "benchmark": bench})
         if kept is not None:
