@@ -58,7 +58,7 @@ def test_self_containment_rejects_paths_and_ranges(tmp_path):
     env_file.write_text(
         "dependencies:\n  - python=3.11\n  - pip:\n"
         "      - -e ..\n      - -c cpu-constraints.txt\n      - -r ../requirements.txt\n"
-        "      - torch>=2.4\n      - dashrepro @ file:///work/main\n      - flash-attn\n"
+        "      - torch>=2.4\n      - dashrepro @ file:///home/user/dashrepro\n      - flash-attn\n"
         "      - --extra-index-url https://download.pytorch.org/whl/cpu\n      - peft==0.21.2\n"
     )
     problems = check_gpu_env.self_containment_problems(env_file)

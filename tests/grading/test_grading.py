@@ -1,6 +1,6 @@
 """Tests for dashrepro.grading (symbolic benchmark grader + strip_string reward grader).
 
-Run: /work/main/.venv/bin/pytest tests/test_grading.py -q   (about 40 s on 2 cores)
+Run: .venv/bin/pytest tests/grading/test_grading.py -q   (about 40 s on 2 cores)
 
 Expected verdicts in TRICKY_PAIRS are what the protocol gives with math-verify 0.9.0
 (sympy 1.14); where math-verify's verdict is debatable the test stays pinned to the
