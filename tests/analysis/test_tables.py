@@ -124,8 +124,9 @@ def test_batch_runtime_sums_the_phase_seconds(paper_config, tmp_path):
 
     spec = paper_config["tables"]["supp_batch_runtime"]
     paths = []
+    # The experiment's folder named like a scale (results/tiny/ with a scale tiny) misleads no one.
     for scale, seconds in (("qwen3_1p7b", 900.0), ("qwen3_4b", 1800.0), ("qwen3_8b", 3600.0)):
-        path = tmp_path / "runs" / "dash" / scale / "seed0" / "train_metrics.parquet"
+        path = tmp_path / "qwen3_1p7b" / "runs" / "dash" / scale / "seed0" / "train_metrics.parquet"
         path.parent.mkdir(parents=True)
         pd.DataFrame({"step": [1, 2], "seconds_rollout": [seconds / 4] * 2,
                       "seconds_student": [seconds / 4] * 2, "loss": [1.0, 0.5]}).to_parquet(path)  # fmt: skip

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from pathlib import Path
 
 import pandas as pd
 
@@ -33,7 +34,9 @@ def build(spec: Mapping, inputs: Mapping, context: Mapping) -> pd.DataFrame:
 
     hours: dict[str, list[float]] = {}
     for path in inputs["metrics"]:
-        scale = next(s for s in context["scales"] if f"/{s}/" in str(path))
+        # runs/<method>/<scale>/seed<s>/train_metrics.parquet (the experiment's folder name may
+        # equal a scale's, as results/tiny/ does: match the scale's own place in the path).
+        scale = Path(path).parts[-3]
         hours.setdefault(scale, []).append(run_hours(read_parquet(path)))
     cells = []
     for scale in context["scales"]:
