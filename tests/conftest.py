@@ -17,6 +17,16 @@ SHARED_BENCHMARKS = Path(
 )
 
 
+#: Collected last: its fixture may install and configure a SLURM client, after which every
+#: Snakemake start waits ~9 s once the test cluster is down (the SLURM executor plugin runs
+#: ``scontrol show config`` when it is imported, and scontrol retries the stopped controller).
+RUN_LAST = "test_slurm_cluster.py"
+
+
+def pytest_collection_modifyitems(config, items):
+    items.sort(key=lambda item: item.path.name == RUN_LAST)  # stable: the rest keep their order
+
+
 @pytest.fixture(scope="session")
 def repo_root() -> Path:
     return REPO_ROOT

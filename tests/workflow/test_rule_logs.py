@@ -3,6 +3,7 @@ processes (accelerate's workers, vLLM, DeepSpeed, CUDA) write to their inherited
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -36,3 +37,36 @@ def test_the_rule_log_holds_the_jobs_and_its_childrens_output(repo_root, tmp_pat
     # A failure's reason is in the log and on the console.
     assert "RuntimeError: the reason it failed" in text
     assert "RuntimeError: the reason it failed" in done.stderr and str(log) in done.stderr
+
+
+THREADS_SCRIPT = """
+import sys
+from types import SimpleNamespace
+sys.path.insert(0, {scripts!r})
+from _bootstrap import setup
+snakemake = SimpleNamespace(log=[{log!r}], output=[], rule="demo", wildcards={{}}, threads={cores})
+setup(snakemake, threads={threads})
+loaded_by_setup = "torch" in sys.modules
+import torch
+open({result!r}, "w").write(f"{{loaded_by_setup}} {{torch.get_num_threads()}}")
+"""
+
+
+def test_setup_pins_the_jobs_threads_without_loading_torch(repo_root, tmp_path):
+    # A grading or table job never imports torch; one that does gets the job's thread count.
+    # (torch caps a count read from the environment at the machine's cores)
+    cores = min(2, os.cpu_count() or 1)
+    for threads, expected in (("1", 1), ("None", cores)):
+        code = THREADS_SCRIPT.format(
+            scripts=str(repo_root / "rules" / "scripts"),
+            log=str(tmp_path / "demo.log"),
+            threads=threads,
+            cores=cores,
+            result=str(tmp_path / "result.txt"),
+        )
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        # (setup sends stdout to the log, so the answer comes back in a file)
+        assert (tmp_path / "result.txt").read_text().split() == ["False", str(expected)]
