@@ -56,3 +56,17 @@ def test_trace_marks_orphans_and_prune_removes_them(tmp_path):
     assert "removed orphan record" in done.stdout
     assert orphan_records(tmp_path) == []
     assert record_path(table).exists()
+
+
+def test_the_code_version_names_torch_without_importing_it():
+    # A grading, selection or table job records what it ran with but never loads torch (~2.5 s).
+    import subprocess
+    import sys
+    from importlib import metadata
+
+    code = (
+        "import sys; from dashrepro.provenance.records import code_version; v = code_version(); "
+        "print('torch' in sys.modules, 'transformers' in sys.modules, v['torch'])"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False", metadata.version("torch")]
