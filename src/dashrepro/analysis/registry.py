@@ -42,6 +42,9 @@ GROUPS = ("tables", "figures")
 #: Table kinds whose rows are methods and whose cells are means over seeds of each seed's
 #: selected checkpoint's Avg@k: the cells that the audit and the statistics follow.
 SCORE_KINDS = ("method_scores", "seed_statistics")
+#: The ``source`` of a number this pipeline computed (the published file says "this paper" or
+#: "Zhao et al."; a table's copied external rows keep theirs).
+OURS = "this run"
 
 
 def kinds(group: str) -> list[str]:

@@ -71,12 +71,11 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from dashrepro.analysis.registry import OURS
 from dashrepro.analysis.selection import select_best_checkpoint
 
 #: The column id of the mean over benchmarks, as in the table cells.
 AVERAGE = "average"
-#: Our cells' ``source`` (``analysis.tables._render.OURS``); other sources are copied numbers.
-OURS = "this run"
 PER_PROBLEM_COLUMNS = ("seed", "step", "benchmark", "problem_id", "accuracy")
 SELECTED_COLUMNS = ("seed", "benchmark", "problem_id", "accuracy")
 CELL_KEY = ("table", "row", "scale", "column")

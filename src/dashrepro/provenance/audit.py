@@ -37,11 +37,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from dashrepro.analysis.registry import SCORE_KINDS
+from dashrepro.analysis.registry import OURS, SCORE_KINDS
 from dashrepro.io import read_csv, read_json, sha256_path
 from dashrepro.provenance.records import record_path
 
-OURS = "this run"
 #: Relative tolerance when a number is derived again (a CSV holds floats to full precision).
 TOLERANCE = 1e-9
 

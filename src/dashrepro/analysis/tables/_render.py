@@ -34,8 +34,6 @@ CELL_COLUMNS = (
     "source",
 )
 
-#: The source of a number we computed (the published file says "this paper" or "Zhao et al.").
-OURS = "this run"
 EXTERNAL_SOURCES = ("Zhao et al.",)
 
 RANK_LATEX = {1: r"\firstscore", 2: r"\secondscore", 3: r"\thirdscore"}

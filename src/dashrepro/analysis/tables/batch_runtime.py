@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from dashrepro.analysis.tables._render import OURS, cells_frame, escape_latex, published_cells
+from dashrepro.analysis.registry import OURS
+from dashrepro.analysis.tables._render import cells_frame, escape_latex, published_cells
 
 NEEDS = ("metrics",)
 OPTIONS: dict[str, str] = {}

@@ -16,7 +16,8 @@ from collections.abc import Mapping
 
 import pandas as pd
 
-from dashrepro.analysis.tables._render import OURS, cells_frame, published_cells, shade
+from dashrepro.analysis.registry import OURS
+from dashrepro.analysis.tables._render import cells_frame, published_cells, shade
 from dashrepro.analysis.tables.method_scores import selection_cells
 from dashrepro.run_matrix import value_name
 

@@ -22,8 +22,8 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
+from dashrepro.analysis.registry import OURS
 from dashrepro.analysis.tables._render import (
-    OURS,
     cells_frame,
     published_cells,
     score_table,
