@@ -17,6 +17,7 @@ from dashrepro.analysis.registry import (
 )  # noqa: E402
 from dashrepro.analysis.tables import publishable  # noqa: E402
 from dashrepro.config import (  # noqa: E402
+    VALIDATION_SPLIT,
     checkpoint_steps,
     resolve_repo_path,
     snakemake_config_sources,
@@ -46,6 +47,11 @@ PREEMPTIBLE_RETRIES = 3 if workflow.exec_mode == ExecMode.DEFAULT else 0
 EXP = config["experiment"]
 RESULTS = f"results/{EXP}"
 BENCHMARKS = list(config["benchmarks"])
+# The held-out split checkpoints are also evaluated on (data.validation), or None.
+VALIDATION = config["data"].get("validation")
+VALIDATION_FILE = f"{RESULTS}/data/validation.parquet" if VALIDATION else None
+# What a checkpoint is sampled on: the benchmarks, then the validation split if there is one.
+EVALUATION_SETS = BENCHMARKS + ([VALIDATION_SPLIT] if VALIDATION else [])
 # The published numbers ship with the workflow: found from any working directory.
 PUBLISHED = str(resolve_repo_path(config["published_numbers"]))
 # (method, scale) -> its training seeds: the `runs` groups, and every pair a table or figure
@@ -169,7 +175,10 @@ SYNTHETIC_BENCHMARKS = [
 
 def synthetic_data_params():
     """What the synthetic data depends on (not the labels or the real datasets' specs)."""
-    return {key: config["data"][key] for key in ("seed", "n_train")}
+    params = {key: config["data"][key] for key in ("seed", "n_train")}
+    if VALIDATION:  # absent otherwise: the job and its outputs stay as they were
+        params["validation"] = VALIDATION
+    return params
 
 
 def synthetic_benchmark_specs():
@@ -190,7 +199,14 @@ def local_dataset_file(spec):
 def training_set_source(wildcards):
     spec = config["data"]["training_set"]
     if spec is None:
-        return {"source": f"{RESULTS}/data/synthetic/train.parquet"}
+        synthetic = f"{RESULTS}/data/synthetic"
+        return {
+            "source": f"{synthetic}/train.parquet",
+            **{
+                f"{name}_source": path
+                for name, path in validation_outputs(synthetic).items()
+            },
+        }
     return local_dataset_file(spec)
 
 
@@ -205,6 +221,17 @@ def benchmark_source(wildcards):
 
 def benchmark_files():
     return {b: f"{RESULTS}/data/benchmarks/{b}.parquet" for b in BENCHMARKS}
+
+
+def evaluation_files():
+    """The files of EVALUATION_SETS, in its order."""
+    files = list(benchmark_files().values())
+    return files + ([VALIDATION_FILE] if VALIDATION else [])
+
+
+def validation_outputs(folder):
+    """The validation split among a data rule's outputs, when the config asks for one."""
+    return {"validation": f"{folder}/validation.parquet"} if VALIDATION else {}
 
 
 def base_model_dir(scale):
@@ -223,11 +250,9 @@ def hub_model_dir(scale):
 
 def model_revision_key(wildcards):
     """The config key that pins a downloaded model (named by download_model's error)."""
+    folder = snapshot_folder(model_id_of(wildcards.repo), wildcards.revision)
     for scale in config["scales"]:
-        if (
-            hub_model_dir(scale)
-            == f"resources/models/{wildcards.repo}/{wildcards.revision}"
-        ):
+        if hub_model_dir(scale) == folder:
             return f"scales.{scale}.revision"
     return "scales.<scale>.revision"
 

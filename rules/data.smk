@@ -6,6 +6,7 @@
 
 rule make_synthetic_data:
     output:
+        **validation_outputs(f"{RESULTS}/data/synthetic"),
         train=f"{RESULTS}/data/synthetic/train.parquet",
         benchmarks=[
             f"{RESULTS}/data/synthetic/benchmarks/{b}.parquet"
@@ -28,6 +29,7 @@ rule prepare_training_set:
     input:
         unpack(training_set_source),
     output:
+        **validation_outputs(f"{RESULTS}/data"),
         train=f"{RESULTS}/data/train.parquet",
         report=f"{RESULTS}/data/train.report.json",
     log:
@@ -38,6 +40,7 @@ rule prepare_training_set:
         "../envs/cpu.yaml"
     params:
         dataset=config["data"]["training_set"],
+        validation=VALIDATION,
     script:
         "scripts/prepare_training_set.py"
 

@@ -1,12 +1,13 @@
-# Avg@k evaluation of one checkpoint on every benchmark, in two stages: sampling the responses
-# (the expensive part) and grading them. A grader change reruns grading only.
+# Avg@k evaluation of one checkpoint on every benchmark (and the validation split, if the config
+# has one), in two stages: sampling the responses (the expensive part) and grading them. A grader
+# change reruns grading only.
 
 
 rule generate_checkpoint_responses:
     input:
         unpack(base_model_inputs_of),
         adapter=f"{RESULTS}/runs/{{method}}/{{scale}}/seed{{seed}}/checkpoint-{{step}}/adapter_model.safetensors",
-        benchmarks=list(benchmark_files().values()),
+        benchmarks=evaluation_files(),
     output:
         responses=f"{RESULTS}/eval/{{method}}/{{scale}}/seed{{seed}}/step{{step}}/responses.parquet",
     log:
@@ -22,7 +23,7 @@ rule generate_checkpoint_responses:
         **gpu_resources(EVALUATION_GPUS),
     params:
         base_model=base_model_of,
-        benchmarks=BENCHMARKS,
+        benchmarks=EVALUATION_SETS,
         generation=generation_of,
     script:
         "scripts/generate_checkpoint_responses.py"
@@ -46,6 +47,7 @@ rule grade_checkpoint:
     threads: 1
     params:
         benchmarks=BENCHMARKS,
+        validation=VALIDATION_SPLIT if VALIDATION else None,
         grading=GRADING,
     script:
         "scripts/grade_checkpoint.py"

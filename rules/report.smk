@@ -106,6 +106,7 @@ rule statistics:
     output:
         cells=f"{RESULTS}/statistics/cell_statistics.csv",
         paired=f"{RESULTS}/statistics/paired_differences.csv",
+        heldout=f"{RESULTS}/statistics/heldout_selection.csv",
         gap=report(
             f"{RESULTS}/statistics/reproduction_gap.csv",
             caption="../report/reproduction_gap.rst",
@@ -124,6 +125,7 @@ rule statistics:
         experiment=EXP,
         tables=SCORE_TABLES,
         benchmarks=BENCHMARKS,
+        validation=VALIDATION_SPLIT if VALIDATION else None,
         settings=config["statistics"],
     script:
         "scripts/statistics.py"

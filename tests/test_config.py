@@ -343,3 +343,16 @@ def test_a_grpo_group_must_fit_the_batches_of_the_scales_it_runs_at(default_conf
     lines = [line for line in str(info.value).splitlines() if "grpo.group_size" in line]
     assert len(lines) == 4 and all("scale tiny_ablation" in line for line in lines)
     assert all("_k8" in line for line in lines)  # K = 4 fits; tiny (micro 16) runs no GRPO
+
+
+def test_the_validation_split_is_checked(default_config_file):
+    config = json.loads(json.dumps(default_config_file))
+    config["benchmarks"]["validation"] = config["benchmarks"].pop("aime2024")
+    with pytest.raises(ConfigError, match="benchmarks.validation: the name is the validation"):
+        validate_config(config)
+    config = json.loads(json.dumps(default_config_file))
+    config["data"]["validation"] = {"n_problems": 0, "seed": 1}
+    with pytest.raises(ConfigError, match="data.validation"):
+        validate_config(config)
+    config["data"]["validation"] = None  # none: selection on the test benchmarks only
+    validate_config(config)

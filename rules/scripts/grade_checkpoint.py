@@ -11,7 +11,10 @@ def main(snakemake) -> None:
     wc = snakemake.wildcards
     responses = read_parquet(snakemake.input.responses)
     samples, summary = grade_and_summarize(
-        responses, snakemake.params.benchmarks, snakemake.params.grading
+        responses,
+        snakemake.params.benchmarks,
+        snakemake.params.grading,
+        validation=snakemake.params.validation,
     )
     summary.update(method=wc.method, scale=wc.scale, seed=int(wc.seed), step=int(wc.step))
     write_parquet(snakemake.output.samples, samples)

@@ -1,6 +1,7 @@
 """Rule make_synthetic_data: the embedded default's training set and synthetic benchmarks.
 
-The training set excludes every problem of the synthetic benchmarks, so none is trained on.
+The training set excludes every problem of the synthetic benchmarks, so none is trained on; the
+validation split (``data.validation``), if any, is in neither.
 """
 
 from pathlib import Path
@@ -10,7 +11,7 @@ from _bootstrap import run, setup
 
 def main(snakemake) -> None:
     log = setup(snakemake)
-    from dashrepro.embedded.synthetic_data import make_dataset
+    from dashrepro.embedded.synthetic_data import make_dataset, make_validation_split
     from dashrepro.io import write_parquet
 
     data, benchmarks = snakemake.params.data, snakemake.params.benchmarks
@@ -20,8 +21,17 @@ def main(snakemake) -> None:
     for name, path in zip(benchmarks, snakemake.output.benchmarks, strict=True):
         assert Path(path).stem == name
         write_parquet(path, bench_frames[name])
+    validation = data.get("validation")
+    if validation:
+        split = make_validation_split(
+            train, bench_frames, validation["n_problems"], validation["seed"]
+        )
+        write_parquet(snakemake.output.validation, split)
     log.info(
-        "train rows %d; benchmarks %s", len(train), {k: len(v) for k, v in bench_frames.items()}
+        "train rows %d; benchmarks %s; validation rows %d",
+        len(train),
+        {k: len(v) for k, v in bench_frames.items()},
+        validation["n_problems"] if validation else 0,
     )
 
 

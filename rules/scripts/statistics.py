@@ -1,4 +1,5 @@
-"""Rule statistics: clustered errors, selection optimism, paired differences, reproduction gap."""
+"""Rule statistics: clustered errors, selection optimism, paired differences, held-out selection,
+reproduction gap."""
 
 from pathlib import Path
 
@@ -7,6 +8,8 @@ from _bootstrap import run, setup
 
 def main(snakemake) -> None:
     log = setup(snakemake, threads=1)
+    import pandas as pd
+
     from dashrepro.analysis import statistics as st
     from dashrepro.analysis import statistics_report as sr
     from dashrepro.io import atomic_path, read_csv, read_parquet, write_text
@@ -35,12 +38,23 @@ def main(snakemake) -> None:
     for cells_of in ours.values():
         cells_of["value"] = cells_of["value"].astype(float)
     gap = sr.gap_table(ours, params.tables, read_csv(snakemake.input.published), cells)
+    heldout = None
+    if params.validation:
+        heldout = sr.experiment_heldout(
+            params.tables, params.benchmarks, per_problem_of, params.validation
+        )
+    write_text(
+        snakemake.output.heldout,
+        (heldout if heldout is not None else pd.DataFrame(columns=sr.HELDOUT_COLUMNS)).to_csv(
+            index=False
+        ),
+    )
     write_text(snakemake.output.cells, cells.to_csv(index=False))
     write_text(snakemake.output.paired, paired.to_csv(index=False))
     write_text(snakemake.output.gap, gap.to_csv(index=False))
     write_text(
         snakemake.output.report,
-        sr.report_markdown(params.experiment, cells, paired, gap, settings),
+        sr.report_markdown(params.experiment, cells, paired, gap, settings, heldout),
     )
     figure = sr.gap_figure(gap, params.experiment)
     for fmt in ("png", "pdf"):

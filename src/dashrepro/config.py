@@ -38,6 +38,8 @@ from dashrepro.run_matrix import (
 )
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
+#: The name the validation split (``data.validation``) is evaluated under, beside the benchmarks.
+VALIDATION_SPLIT = "validation"
 
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -202,6 +204,11 @@ def _length_problems(scale: str, spec: Mapping, evaluation: Mapping | None) -> l
 
 def check_semantics(config: Mapping) -> list[str]:
     problems = []
+    if VALIDATION_SPLIT in config["benchmarks"]:
+        problems.append(
+            f"benchmarks.{VALIDATION_SPLIT}: the name is the validation split's "
+            "(data.validation); give the benchmark another"
+        )
     evaluation = config["evaluation"]
     vllm_len = (evaluation.get("vllm") or {}).get("max_model_len")
     if evaluation["backend"] == "vllm" and vllm_len is not None:

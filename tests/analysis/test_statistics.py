@@ -301,3 +301,34 @@ def test_reproduction_gap_keeps_every_cell():
     assert pd.isna(no_intervals.loc[("T", "dash", "s1", "a"), "paper_inside_interval"])
     with pytest.raises(ValueError, match="our_cells: duplicate cells"):
         st.reproduction_gap(pd.concat([ours, ours.iloc[:1]]), published)
+
+
+def test_experiment_heldout_puts_the_validation_choice_beside_the_papers():
+    from dashrepro.analysis.statistics_report import HELDOUT_COLUMNS, experiment_heldout
+
+    # HAND plus a validation split: seed 1 is best on it at step 20, seed 2 at step 10, the
+    # opposite of the paper's rule on the test benchmarks (seed 1 @ 10, seed 2 @ 20).
+    val = {(1, 10): 0.0, (1, 20): 1.0, (2, 10): 1.0, (2, 20): 0.0}
+    per_problem = st.checkpoint_problem_accuracy(
+        {key: _samples({**acc, "validation": [val[key]] * 2}) for key, acc in HAND.items()}
+    )
+    tables = {
+        "main": {"kind": "method_scores", "scale": "tiny", "methods": ["dash"]},
+        "curves": {"kind": "checkpoint_curves", "scale": "tiny", "methods": ["dash"]},
+    }
+    out = experiment_heldout(tables, BENCH, lambda m, s: per_problem, "validation")
+    assert list(out.columns) == HELDOUT_COLUMNS
+    assert set(out["table"]) == {"main"}  # scores tables only
+    cell = out.set_index("column")
+    # Held out: seed 1 @ 20 (b1 50, b2 50), seed 2 @ 10 (b1 25, b2 0).
+    assert cell.loc["b1", "heldout"] == pytest.approx(37.5)
+    assert cell.loc["average", "heldout"] == pytest.approx(31.25)
+    # The paper's: seed 1 @ 10 (b1 75, b2 25), seed 2 @ 20 (b1 100, b2 25).
+    assert cell.loc["b1", "best_on_test"] == pytest.approx(87.5)
+    assert cell.loc["average", "best_on_test"] == pytest.approx(56.25)
+    assert cell.loc["average", "difference"] == pytest.approx(-25.0)
+    assert cell.loc["average", "steps_heldout"] == "20,10"
+    assert cell.loc["average", "steps_best_on_test"] == "10,20"
+    without = st.checkpoint_problem_accuracy({key: _samples(acc) for key, acc in HAND.items()})
+    with pytest.raises(ValueError, match="no graded samples of the validation split"):
+        experiment_heldout(tables, BENCH, lambda m, s: without, "validation")

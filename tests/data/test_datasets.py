@@ -515,3 +515,30 @@ def test_training_solutions_without_the_final_answer_get_it_appended(tmp_path):
     assert report.answers_appended == [frame["id"].iloc[1]]
     assert "final answer appended to the reference solution: 1 row(s)" in report.summary()
     assert report.to_dict()["answers_appended"] == [frame["id"].iloc[1]]
+
+
+def _rows(n):
+    return pd.DataFrame(
+        {"id": [f"r{i}" for i in range(n)], "problem": [f"q{i}" for i in range(n)],
+         "reference_solution": ["s"] * n, "answer": [str(i) for i in range(n)],
+         "source": ["t"] * n}
+    )  # fmt: skip
+
+
+def test_hold_out_validation_takes_seeded_rows_out_of_training():
+    frame = _rows(50)
+    train, validation = ds.hold_out_validation(frame, 10, seed=3)
+    assert len(train) == 40 and len(validation) == 10
+    assert not set(train["id"]) & set(validation["id"])
+    assert set(train["id"]) | set(validation["id"]) == set(frame["id"])
+    # Source order kept, the same rows for the same seed, other rows for another.
+    assert list(validation["id"]) == sorted(validation["id"], key=lambda i: int(i[1:]))
+    assert validation.equals(ds.hold_out_validation(frame, 10, seed=3)[1])
+    assert not validation.equals(ds.hold_out_validation(frame, 10, seed=4)[1])
+
+
+def test_hold_out_validation_refuses_a_set_too_small():
+    with pytest.raises(ds.DataError, match="cannot spare 30"):
+        ds.hold_out_validation(_rows(50), 30, seed=0)
+    with pytest.raises(ds.DataError, match="at least one"):
+        ds.hold_out_validation(_rows(50), 0, seed=0)

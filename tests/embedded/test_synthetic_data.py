@@ -45,3 +45,21 @@ def test_column_addition_carries():
         "5 + 7 = 12, digit 2, carry 1.",
         "9 + 1 + 1 = 11, digit 1, carry 1.",
     ]
+
+
+def test_the_validation_split_is_new_problems_of_the_training_tasks():
+    from dashrepro.embedded.synthetic_data import TASKS, make_validation_split
+
+    train, benches = make_dataset(2000, SPECS, seed=0)
+    validation = make_validation_split(train, benches, 30, seed=0)
+    assert len(validation) == 30 and validation["id"].is_unique
+    assert set(validation["task"]) == set(TASKS)  # the training distribution, not one benchmark's
+    expr = lambda p: p.split(" ", 1)[-1]  # noqa: E731
+    mine = {expr(p) for p in validation["problem"]}
+    assert len(mine) == 30
+    for frame in [train, *benches.values()]:
+        assert not mine & {expr(p) for p in frame["problem"]}
+    assert validation.equals(make_validation_split(train, benches, 30, seed=0))
+    # Drawn after the others: the training set and benchmarks are those made without it.
+    again_train, again_benches = make_dataset(2000, SPECS, seed=0)
+    assert again_train.equals(train) and all(again_benches[k].equals(benches[k]) for k in SPECS)

@@ -46,6 +46,26 @@ def test_grade_and_summarize_counts_flags():
     assert summary["checkpoint"] == "m/s/seed0/step20"
 
 
+def test_the_validation_split_is_graded_and_summarised_apart():
+    frame = pd.concat(
+        [
+            responses([("\\boxed{1}", "1"), ("nothing", "1")]),
+            responses([("\\boxed{2}", "2"), ("\\boxed{2}", "2")]).assign(benchmark="validation"),
+        ],
+        ignore_index=True,
+    )
+    grading = {"grading_workers": 0, "grading_timeout_s": 5.0}
+    graded, summary = grade_and_summarize(frame, ["b"], grading, validation="validation")
+    assert len(graded) == 4
+    assert list(summary["benchmarks"]) == ["b"]  # the benchmarks' mean leaves it out
+    assert summary["mean_over_benchmarks"] == pytest.approx(50.0)
+    assert summary["validation"]["name"] == "validation"
+    assert summary["validation"]["avg_at_k"] == pytest.approx(100.0)
+    # Responses of a set the caller did not name stop the grading, named.
+    with pytest.raises(ValueError, match="validation"):
+        grade_and_summarize(frame, ["b"], grading)
+
+
 def test_grade_samples_names_missing_columns():
     with pytest.raises(ValueError, match="gold"):
         grade_samples(responses([("x", "1")]).drop(columns=["gold"]), grading_workers=0)

@@ -468,6 +468,15 @@ def test_the_audit_and_statistics_reports_cover_every_cell(finished_run, default
     assert (gap["status"] == "missing_ours").sum() == len(expected_paper)
     assert (gap["status"] == "missing_published").sum() == len(cells)
     assert "Reproduction gap" in (results / "statistics" / "report.md").read_text()
+    # Held-out selection beside the paper's rule, for every cell: the validation split's choice
+    # can only lose test score against the choice made on the test set itself.
+    heldout = pd.read_csv(results / "statistics" / "heldout_selection.csv")
+    assert sorted(map(tuple, heldout[key].values)) == sorted(map(tuple, cells[key].values))
+    best = heldout.merge(cells, on=key)
+    assert (best["best_on_test"] - best["value"]).abs().max() < 1e-9  # the tables' numbers
+    average = heldout[heldout["column"] == "average"]
+    assert (average["difference"] <= 1e-9).all()
+    assert "Held-out selection" in (results / "statistics" / "report.md").read_text()
 
 
 def repo_published(config) -> Path:

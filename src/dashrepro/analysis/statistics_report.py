@@ -6,8 +6,10 @@ the seed std, the standard error clustered by problem, the optimism of selecting
 on the test benchmarks themselves (a bootstrap over problems and seeds that redoes the selection
 in every replicate) with the interval of the re-selected value, and per benchmark the paired
 difference against the reference method (OPSD) on the same problems and seeds with its
-bootstrap interval. The reproduction gap puts every published cell beside ours, with that
-interval and whether the paper's value lies inside it; a cell either side lacks is listed.
+bootstrap interval; and, with a validation split (``data.validation``), the test Avg@k of the
+checkpoint selected on it beside the paper's choice (``experiment_heldout``). The reproduction
+gap puts every published cell beside ours, with that interval and whether the paper's value
+lies inside it; a cell either side lacks is listed.
 
     snakemake --cores 2 results/tiny/statistics/report.md     # the rule `statistics`
 """
@@ -82,6 +84,51 @@ def experiment_statistics(
     return first(cell_frame), first(paired_frame)
 
 
+HELDOUT_COLUMNS = [*KEY, "best_on_test", "heldout", "difference", "steps_best_on_test",
+                   "steps_heldout", "n_seeds", "validation"]  # fmt: skip
+
+
+def experiment_heldout(
+    tables: Mapping[str, Mapping],
+    benchmarks: Sequence[str],
+    per_problem_of: Callable[[str, str], pd.DataFrame],
+    validation: str,
+) -> pd.DataFrame:
+    """Held-out selection beside the paper's, for every scores-table cell: per seed the
+    checkpoint with the best Avg@k on the ``validation`` split, its test Avg@k averaged over the
+    seeds (``heldout``), against the checkpoint best on the test benchmarks themselves
+    (``best_on_test``, the paper's rule); ``difference`` = heldout - best_on_test, the part of
+    the paper's number that selecting on the test set adds (never positive per seed). Columns
+    HELDOUT_COLUMNS; the steps each rule chose, one per seed."""
+    rows, done = [], {}
+    for table, method, scale in score_pairs(tables):
+        if (method, scale) not in done:
+            per_problem = per_problem_of(method, scale)
+            if validation not in set(per_problem["benchmark"]):
+                raise ValueError(
+                    f"{method} at {scale}: no graded samples of the validation split "
+                    f"{validation!r} (evaluated before data.validation was set?)"
+                )
+            done[(method, scale)] = st.heldout_selection(
+                st.checkpoint_benchmark_scores(per_problem, [validation]),
+                st.checkpoint_benchmark_scores(per_problem, benchmarks),
+                benchmarks,
+            )
+        frame = done[(method, scale)]
+        rule = {name: part.set_index("column") for name, part in frame.groupby("rule")}
+        for column in rule["heldout"].index:
+            test, held = rule["best_on_test"].loc[column], rule["heldout"].loc[column]
+            rows.append(
+                {"table": table, "row": method, "scale": scale, "column": column,
+                 "best_on_test": test["value"], "heldout": held["value"],
+                 "difference": held["value"] - test["value"],
+                 "steps_best_on_test": test["selected_steps"],
+                 "steps_heldout": held["selected_steps"], "n_seeds": int(held["n_seeds"]),
+                 "validation": validation}
+            )  # fmt: skip
+    return pd.DataFrame(rows, columns=HELDOUT_COLUMNS)
+
+
 def gap_table(
     our_tables: Mapping[str, pd.DataFrame],
     tables: Mapping[str, Mapping],
@@ -128,9 +175,11 @@ def report_markdown(
     paired: pd.DataFrame,
     gap: pd.DataFrame,
     settings: Mapping,
+    heldout: pd.DataFrame | None = None,
 ) -> str:
     """The statistics report: definitions, every cell's statistics, the paired differences,
-    and the reproduction gap's counts and compared cells."""
+    held-out selection beside the paper's (None: no validation split configured), and the
+    reproduction gap's counts and compared cells."""
     lines = [
         f"# Statistics of experiment {experiment}",
         "",
@@ -156,6 +205,21 @@ def report_markdown(
         columns = [c for c in (*KEY, "difference", "ci_low", "ci_high", "se_clustered",
                                "excludes_zero") if c in paired.columns]  # fmt: skip
         lines += markdown_table(paired, columns)
+    lines += ["", "## Held-out selection", ""]
+    if heldout is None:
+        lines.append(
+            "No validation split is configured (`data.validation`): every checkpoint is "
+            "selected on the test benchmarks, as in the paper."
+        )
+    else:
+        lines += [
+            "Per seed, the checkpoint best on the validation split (problems of the training "
+            "distribution never trained on) and its test Avg@k (`heldout`), beside the "
+            "checkpoint best on the test benchmarks themselves (`best_on_test`, the paper's "
+            "rule); `difference` = heldout - best_on_test. Steps: one per seed.",
+            "",
+        ]
+        lines += markdown_table(heldout, [c for c in HELDOUT_COLUMNS if c != "validation"])
     lines += ["", "## Reproduction gap", ""]
     counts = gap["status"].value_counts()
     lines.append(

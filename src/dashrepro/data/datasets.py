@@ -94,6 +94,7 @@ __all__ = [
     "Layout",
     "check_columns",
     "get_layout",
+    "hold_out_validation",
     "load_benchmark",
     "load_table",
     "load_training_set",
@@ -465,6 +466,26 @@ def prepare_dataset(
     else:
         report["revision"] = spec["revision"]
     return frame, report
+
+
+def hold_out_validation(
+    frame: pd.DataFrame, n_problems: int, seed: int, *, what: str = "training set"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(training rows, validation rows): ``n_problems`` rows drawn at random (numpy's generator
+    seeded with ``seed``) are taken out of the training set, so the checkpoint selected on them
+    was never trained on them. Both keep the source order. A set too small to spare them (it
+    must keep at least as many rows as it gives) stops with a ``DataError``."""
+    if n_problems < 1:
+        raise DataError(f"{what}: a validation split needs at least one problem, not {n_problems}")
+    if 2 * n_problems > len(frame):
+        raise DataError(
+            f"{what}: {len(frame)} rows cannot spare {n_problems} for validation "
+            "(data.validation.n_problems: at most half the rows)"
+        )
+    rng = np.random.default_rng(seed)
+    chosen = np.zeros(len(frame), dtype=bool)
+    chosen[rng.choice(len(frame), size=n_problems, replace=False)] = True
+    return frame[~chosen].reset_index(drop=True), frame[chosen].reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------------------------

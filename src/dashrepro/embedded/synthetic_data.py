@@ -11,6 +11,8 @@ problems each stand in for AIME 2024 / AIME 2025 / HMMT Feb 2025, in rising diff
 
 The reference solution spells out column addition with carries and ends in ``\\boxed{...}`` as a
 real solution would, so a privileged teacher that reads it has something concrete to copy.
+A validation split (``make_validation_split``), drawn from the training tasks but disjoint from
+the training set and the benchmarks, lets a checkpoint be selected on problems never trained on.
 
     python -m dashrepro.embedded.synthetic_data --out synthetic_out   # writes train/benchmark parquet files
 """
@@ -102,6 +104,18 @@ def make_dataset(
         bench_frames[name] = frame
     train = make_split("train", list(TASKS), n_train, seed, exclude=held_out)
     return train, bench_frames
+
+
+def make_validation_split(
+    train: pd.DataFrame, benchmarks: dict[str, pd.DataFrame], n: int, seed: int
+) -> pd.DataFrame:
+    """``n`` problems from the training distribution (every task) that are in neither the
+    training set nor a benchmark: the held-out split a checkpoint can be selected on. Drawn
+    after the others, so the training set and the benchmarks stay as they were without it."""
+    seen = {p.split(" ", 1)[-1] for p in train["problem"]}
+    for frame in benchmarks.values():
+        seen |= {p.split(" ", 1)[-1] for p in frame["problem"]}
+    return make_split("validation", list(TASKS), n, seed, exclude=seen)
 
 
 def main() -> None:

@@ -44,15 +44,30 @@ def grade_samples(
 
 
 def grade_and_summarize(
-    responses: pd.DataFrame, benchmark_order: list[str], grading: Mapping
+    responses: pd.DataFrame,
+    benchmark_order: list[str],
+    grading: Mapping,
+    validation: str | None = None,
 ) -> tuple[pd.DataFrame, dict]:
-    """Graded per-sample records and their summary (Avg@k, stderr, pass@k, flags)."""
+    """Graded per-sample records and their summary (Avg@k, stderr, pass@k, flags).
+
+    ``validation`` names the held-out split among the responses, if any: it is graded like a
+    benchmark and summarised apart (``summary["validation"]``), outside the benchmarks' mean."""
     samples = grade_samples(
         responses,
         grading_workers=grading["grading_workers"],
         grading_timeout_s=grading["grading_timeout_s"],
     )
+    known = {*benchmark_order, *([validation] if validation else [])}
+    unknown = sorted(set(samples["benchmark"]) - known)
+    if unknown:
+        raise ValueError(f"responses for {unknown}, which are not among {sorted(known)}")
     summary = summarize_samples(samples, benchmark_order)
+    if validation:
+        summary["validation"] = {
+            "name": validation,
+            **summarize_samples(samples, [validation])["benchmarks"][validation],
+        }
     checkpoints = sorted(set(samples["checkpoint"]))
     roles = sorted(set(samples["prompt_role"]))
     summary["checkpoint"] = checkpoints[0] if len(checkpoints) == 1 else checkpoints
