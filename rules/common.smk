@@ -50,8 +50,10 @@ BENCHMARKS = list(config["benchmarks"])
 # The held-out split checkpoints are also evaluated on (data.validation), or None.
 VALIDATION = config["data"].get("validation")
 VALIDATION_FILE = f"{RESULTS}/data/validation.parquet" if VALIDATION else None
+# The name it is graded and summarised under, or None.
+VALIDATION_SET = VALIDATION_SPLIT if VALIDATION else None
 # What a checkpoint is sampled on: the benchmarks, then the validation split if there is one.
-EVALUATION_SETS = BENCHMARKS + ([VALIDATION_SPLIT] if VALIDATION else [])
+EVALUATION_SETS = BENCHMARKS + ([VALIDATION_SET] if VALIDATION else [])
 # The published numbers ship with the workflow: found from any working directory.
 PUBLISHED = str(resolve_repo_path(config["published_numbers"]))
 # (method, scale) -> its training seeds: the `runs` groups, and every pair a table or figure

@@ -47,7 +47,7 @@ rule grade_checkpoint:
     threads: 1
     params:
         benchmarks=BENCHMARKS,
-        validation=VALIDATION_SPLIT if VALIDATION else None,
+        validation=VALIDATION_SET,
         grading=GRADING,
     script:
         "scripts/grade_checkpoint.py"

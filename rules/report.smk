@@ -125,7 +125,7 @@ rule statistics:
         experiment=EXP,
         tables=SCORE_TABLES,
         benchmarks=BENCHMARKS,
-        validation=VALIDATION_SPLIT if VALIDATION else None,
+        validation=VALIDATION_SET,
         settings=config["statistics"],
     script:
         "scripts/statistics.py"
