@@ -17,7 +17,8 @@
 #               `sbatch` line that submitted it.
 # Idempotent: a daemon already running (its PID file names a live process of that name) is left
 # alone, installed packages are not reinstalled, and a second run only waits for the node; a
-# changed slurm.conf restarts slurmctld and slurmd.
+# changed slurm.conf restarts slurmctld and slurmd. A slurmctld this script starts starts empty:
+# jobs left from an earlier start of the cluster are dropped, not recovered.
 set -euo pipefail
 
 FAKE_GPUS=${FAKE_GPUS:-2}
@@ -221,8 +222,11 @@ if [ "$slurm_changed" = 1 ]; then
   stop /run/slurmctld.pid slurmctld
 fi
 if ! alive /run/slurmctld.pid slurmctld; then
-  say "starting slurmctld"
-  slurmctld
+  # -c: start with no jobs. A cluster stopped with jobs in it (a test run cut off, a machine
+  # image saved mid-run) would otherwise recover them as running, holding the node's CPUs until
+  # their time limits end, and every new job would wait behind them.
+  say "starting slurmctld (with a clear job state)"
+  slurmctld -c
 fi
 if ! alive /run/slurmd.pid slurmd; then
   say "starting slurmd"

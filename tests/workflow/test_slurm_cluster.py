@@ -5,8 +5,9 @@ slow: ~5-7 minutes on 2 CPUs).
 The cluster is one real node (slurmctld, slurmd, slurmdbd on MariaDB for `sacct`, munge; fake
 GPUs as GRES) made from Debian's packages by ``scripts/ci_slurm_up.sh``. The module fixture
 starts it where the machine can (root and apt-get) and stops it with ``scripts/ci_slurm_down.sh``
-if it started it; elsewhere these tests are skipped with the reason (``DASHREPRO_NO_SLURM=1``
-skips them too). The profile is ``profiles/slurm-ci``: ``profiles/slurm-a800`` with the test
+if it started it, and removes SLURM's client again from a machine that had none (see the
+fixture); elsewhere these tests are skipped with the reason (``DASHREPRO_NO_SLURM=1`` skips them
+too). The profile is ``profiles/slurm-ci``: ``profiles/slurm-a800`` with the test
 cluster's partitions, account and sizes, and nothing else
 (``test_ci_profile_differs_only_in_partition_account_and_sizes``, not slow).
 
@@ -132,12 +133,19 @@ def slurm_cluster(repo_root):
     if reason:
         pytest.skip(f"no SLURM test cluster here: {reason}")
     was_up = controller_up()
+    had_client = shutil.which("sinfo") is not None
     up = subprocess.run(["bash", str(repo_root / UP_SCRIPT)], capture_output=True, text=True,
                         timeout=1200)  # fmt: skip
     assert up.returncode == 0, f"{UP_SCRIPT} failed:\n{up.stdout[-3000:]}\n{up.stderr[-3000:]}"
     yield
     if not was_up:  # leave a cluster that was running before as it was
         subprocess.run(["bash", str(repo_root / DOWN_SCRIPT)], capture_output=True, timeout=300)
+    if not had_client:
+        # Leave a machine without SLURM's client without it: with the client installed and its
+        # controller down, every later Snakemake start waits ~9 s (the SLURM executor plugin
+        # runs `scontrol show config` when it is imported, and scontrol retries the controller).
+        subprocess.run(["apt-get", "remove", "-y", "-q", "slurm-client"], capture_output=True,
+                       timeout=300, env={**os.environ, "DEBIAN_FRONTEND": "noninteractive"})  # fmt: skip
 
 
 @slow
