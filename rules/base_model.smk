@@ -41,6 +41,7 @@ rule sft_base_model:
         architecture=lambda wc: config["scales"][wc.scale]["architecture"],
         sft=lambda wc: config["scales"][wc.scale]["sft"],
         protocol=config["protocol"],
+        teacher_views=TEACHER_VIEWS,
     script:
         "scripts/sft_base_model.py"
 
@@ -73,5 +74,6 @@ rule evaluate_base_model:
         generation=GENERATION,
         grading=GRADING,
         protocol=config["protocol"],
+        teacher_views=TEACHER_VIEWS,
     script:
         "scripts/evaluate_base_model.py"

@@ -24,6 +24,7 @@ from dashrepro.config import (  # noqa: E402
     validate_config,
 )
 from dashrepro.hub import SNAPSHOT_RECORD, model_id_of, snapshot_folder  # noqa: E402
+from dashrepro.parameters import teacher_views_of  # noqa: E402
 from dashrepro.plan import plan_markdown  # noqa: E402
 from dashrepro.run_matrix import base_scale, run_matrix, spec_scales  # noqa: E402
 from snakemake_interface_executor_plugins.settings import ExecMode  # noqa: E402
@@ -54,6 +55,9 @@ VALIDATION_FILE = f"{RESULTS}/data/validation.parquet" if VALIDATION else None
 VALIDATION_SET = VALIDATION_SPLIT if VALIDATION else None
 # What a checkpoint is sampled on: the benchmarks, then the validation split if there is one.
 EVALUATION_SETS = BENCHMARKS + ([VALIDATION_SET] if VALIDATION else [])
+# The privileged teacher's layouts the configured methods read: the embedded warm start teaches
+# each, and the base model's evaluation measures the teacher in each.
+TEACHER_VIEWS = list(teacher_views_of(config["methods"]))
 # The published numbers ship with the workflow: found from any working directory.
 PUBLISHED = str(resolve_repo_path(config["published_numbers"]))
 # (method, scale) -> its training seeds: the `runs` groups, and every pair a table or figure
@@ -456,8 +460,16 @@ def statistics_inputs(wildcards):
     return {
         "tables": [f"{RESULTS}/tables/{t}.csv" for t in SCORE_TABLES],
         "samples": score_files("samples.parquet"),
+        "base_samples": [
+            f"{RESULTS}/eval/base/{base}/student_samples.parquet"
+            for base in sorted(set(SCORE_BASE_SCALES.values()))
+        ],
         "published": PUBLISHED,
     }
+
+
+# The base model each scores-table scale trains from (a derived scale shares its base's).
+SCORE_BASE_SCALES = {scale: base_scale(config, scale) for _, scale in SCORE_PAIRS}
 
 
 def audit_inputs(wildcards):

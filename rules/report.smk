@@ -107,6 +107,8 @@ rule statistics:
         cells=f"{RESULTS}/statistics/cell_statistics.csv",
         paired=f"{RESULTS}/statistics/paired_differences.csv",
         heldout=f"{RESULTS}/statistics/heldout_selection.csv",
+        lift=f"{RESULTS}/statistics/base_lift.csv",
+        changes=f"{RESULTS}/statistics/sample_changes.csv",
         gap=report(
             f"{RESULTS}/statistics/reproduction_gap.csv",
             caption="../report/reproduction_gap.rst",
@@ -126,6 +128,7 @@ rule statistics:
         tables=SCORE_TABLES,
         benchmarks=BENCHMARKS,
         validation=VALIDATION_SET,
+        base_scales=SCORE_BASE_SCALES,
         settings=config["statistics"],
     script:
         "scripts/statistics.py"

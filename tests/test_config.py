@@ -299,11 +299,13 @@ def test_a_derived_scale_takes_its_base_scales_keys_and_base_model(default_confi
     assert ablation["train"] == {**tiny["train"], **own["train"]}  # merged key by key
     assert ablation["train"]["steps"] != tiny["train"]["steps"]
     assert base_scale(config, "tiny_ablation") == "tiny" == base_scale(config, "tiny")
+    assert scale_evaluation(config, "tiny") == config["evaluation"]
+    # Its own `evaluation` keys replace the experiment's (the default's ablation sets none).
+    config["scales"]["tiny_ablation"]["evaluation"] = {"samples_per_problem": 2}
     assert scale_evaluation(config, "tiny_ablation") == {
         **config["evaluation"],
-        **own["evaluation"],
+        "samples_per_problem": 2,
     }
-    assert scale_evaluation(config, "tiny") == config["evaluation"]
     again = expand_config(json.loads(json.dumps(config)))
     assert again["scales"] == config["scales"]  # expanding twice changes nothing
 
@@ -356,3 +358,40 @@ def test_the_validation_split_is_checked(default_config_file):
         validate_config(config)
     config["data"]["validation"] = None  # none: selection on the test benchmarks only
     validate_config(config)
+
+
+@pytest.mark.parametrize(
+    ("mutate", "named_by"),
+    [
+        # the embedded model's per-head width 24 (96 / 4) with vLLM evaluation
+        (
+            lambda c: (
+                c["scales"]["tiny"]["architecture"].pop("head_dim"),
+                c["evaluation"].update(backend="vllm"),
+            ),
+            "evaluation.backend",
+        ),
+        # an explicit width vLLM's CPU attention rejects, with vLLM rollouts at one scale
+        (
+            lambda c: (
+                c["scales"]["tiny"]["architecture"].update(head_dim=48),
+                c["scales"]["tiny"]["train"].update(rollout_backend="vllm"),
+            ),
+            "scales.tiny.train.rollout_backend",
+        ),
+    ],
+)
+def test_a_vllm_backend_needs_a_head_size_vllm_supports(repo_root, mutate, named_by):
+    from dashrepro.config import read_config_file
+
+    config = read_config_file(repo_root / "workflow_config.yaml")
+    assert config["scales"]["tiny"]["architecture"]["head_dim"] == 32
+    config["evaluation"]["backend"] = "vllm"
+    validate_config(copy.deepcopy(config))  # 32 is one: fine
+    config["evaluation"]["backend"] = "hf"
+    mutate(config)
+    with pytest.raises(ConfigError) as error:
+        validate_config(config)
+    message = str(error.value)
+    assert "scales.tiny.architecture.head_dim" in message and named_by in message
+    assert "(32, 64, 80" in message  # the sizes that would do

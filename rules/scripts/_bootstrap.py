@@ -56,10 +56,6 @@ def to_console(text: str) -> None:
     os.write(CONSOLE, (text.rstrip("\n") + "\n").encode())
 
 
-#: The variables through which the math libraries under torch and numpy take their thread count.
-THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
-
-
 def pin_threads(n_threads: int) -> None:
     """Give torch (and numpy's BLAS) ``n_threads`` threads without importing torch here.
 
@@ -69,6 +65,8 @@ def pin_threads(n_threads: int) -> None:
     Importing torch costs about 3 s, a large share of a grading, selection or table job, which
     never use it.
     """
+    from dashrepro.numerics import THREAD_VARIABLES
+
     for name in THREAD_VARIABLES:
         os.environ[name] = str(n_threads)
     if "torch" in sys.modules:
@@ -76,7 +74,8 @@ def pin_threads(n_threads: int) -> None:
 
 
 def setup(snakemake, threads: int | None = None) -> logging.Logger:
-    """Send all output to the rule's ``log:`` file, pin the thread count to the job's."""
+    """Send all output to the rule's ``log:`` file, pin the floating-point kernels to the
+    config's ``cpu_kernels`` and the thread count to the job's."""
     log_path = Path(str(snakemake.log[0]))
     log_path.parent.mkdir(parents=True, exist_ok=True)
     global CONSOLE
@@ -105,6 +104,10 @@ def setup(snakemake, threads: int | None = None) -> logging.Logger:
     sys.excepthook = log_uncaught
     n_threads = max(1, int(threads or snakemake.threads))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    from dashrepro.numerics import pin_kernels
+
+    # Before torch loads: the kernels it and MKL pick are fixed then (dashrepro.numerics).
+    pin_kernels((getattr(snakemake, "config", None) or {}).get("cpu_kernels"))
     pin_threads(n_threads)
     logger.info(
         "rule %s wildcards %s threads %s", snakemake.rule, dict(snakemake.wildcards), n_threads

@@ -1,7 +1,9 @@
 """Rule evaluate_base_model: the base student's and the privileged teacher's sampled accuracy.
 
 Distillation only has something to teach if the teacher (same weights, reference solution in
-context, no adapter) beats the student; both Avg@k values are recorded in ``accuracy.json``.
+context, no adapter) beats the student; both Avg@k values are recorded in ``accuracy.json``,
+with the teacher's in every other view a configured method reads (``teacher_views``; the
+samples of every view in ``teacher_samples.parquet``, told apart by ``prompt_role``).
 """
 
 from _bootstrap import run, setup
@@ -30,33 +32,48 @@ def main(snakemake) -> None:
         name for name, path in bench_files.items() if has_reference_solutions(read_parquet(path))
     ]
     record["teacher_benchmarks"] = with_solutions
+    # The student, then the teacher in each view a configured method reads (``teacher`` is the
+    # protocol's message; ``teacher:<view>`` another layout, e.g. AVSD's answer-only view), so a
+    # teacher that cannot read its context is visible before any training.
+    views = [view for view in snakemake.params.teacher_views if view != "full"]
+    roles = ["student", "teacher", *(f"teacher:{view}" for view in views)]
+    frames = {"student": [], "teacher": []}
+    record["teacher_views"] = {}
+    for role in roles:
+        names = snakemake.params.benchmarks if role == "student" else with_solutions
+        summary = None
+        if names:
+            responses = generate_policy_responses(
+                base_model_dir=base_dir,
+                adapter_dir=None,
+                benchmark_files={name: bench_files[name] for name in names},
+                generation=snakemake.params.generation,
+                checkpoint="base",
+                prompt_role=role,
+                protocol=protocol,
+            )
+            samples, summary = grade_and_summarize(responses, names, snakemake.params.grading)
+            frames["student" if role == "student" else "teacher"].append(samples)
+            log.info(
+                "%s: mean Avg@k %.2f %s",
+                role,
+                summary["mean_over_benchmarks"],
+                {b: round(v["avg_at_k"], 2) for b, v in summary["benchmarks"].items()},
+            )
+        else:
+            log.info("%s: no benchmark has reference solutions; not evaluated", role)
+        if role.startswith("teacher:"):
+            record["teacher_views"][role.split(":", 1)[1]] = summary
+        else:
+            record[role] = summary
     for role, out in (
         ("student", snakemake.output.student_samples),
         ("teacher", snakemake.output.teacher_samples),
     ):
-        names = snakemake.params.benchmarks if role == "student" else with_solutions
-        if not names:
-            log.info("%s: no benchmark has reference solutions; not evaluated", role)
-            write_parquet(out, pd.DataFrame(columns=SAMPLE_COLUMNS))
-            record[role] = None
-            continue
-        responses = generate_policy_responses(
-            base_model_dir=base_dir,
-            adapter_dir=None,
-            benchmark_files={name: bench_files[name] for name in names},
-            generation=snakemake.params.generation,
-            checkpoint="base",
-            prompt_role=role,
-            protocol=protocol,
-        )
-        samples, summary = grade_and_summarize(responses, names, snakemake.params.grading)
-        write_parquet(out, samples)
-        record[role] = summary
-        log.info(
-            "%s: mean Avg@k %.2f %s",
-            role,
-            summary["mean_over_benchmarks"],
-            {b: round(v["avg_at_k"], 2) for b, v in summary["benchmarks"].items()},
+        parts = frames[role]
+        write_parquet(
+            out,
+            pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=SAMPLE_COLUMNS),
         )
     if record["teacher"] is not None:
         # Over the benchmarks both were measured on.

@@ -29,7 +29,14 @@ def main(snakemake) -> None:
     )
     log.info("tiny Qwen3: %d parameters", count_parameters(model))
     frame = read_parquet(snakemake.input.train)
-    examples = build_sft_examples(frame, tokenizer, protocol, sft["teacher_fraction"], sft["seed"])
+    examples = build_sft_examples(
+        frame,
+        tokenizer,
+        protocol,
+        sft["teacher_fraction"],
+        sft["seed"],
+        teacher_views=tuple(snakemake.params.teacher_views),
+    )
     history = run_sft(model, examples, sft, sft["seed"], log=log.info)
     out_dir = Path(snakemake.output.weights).parent
     with atomic_dir(out_dir) as tmp:

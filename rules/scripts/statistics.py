@@ -1,6 +1,7 @@
-"""Rule statistics: clustered errors, selection optimism, paired differences, held-out selection,
-reproduction gap."""
+"""Rule statistics: clustered errors, selection optimism, paired differences (against the
+reference method and the base student), held-out selection, reproduction gap."""
 
+import functools
 from pathlib import Path
 
 from _bootstrap import run, setup
@@ -10,6 +11,7 @@ def main(snakemake) -> None:
     log = setup(snakemake, threads=1)
     import pandas as pd
 
+    from dashrepro.analysis import sample_changes as sc
     from dashrepro.analysis import statistics as st
     from dashrepro.analysis import statistics_report as sr
     from dashrepro.io import atomic_path, read_csv, read_parquet, write_text
@@ -23,6 +25,7 @@ def main(snakemake) -> None:
         method, scale, seed, step = Path(path).parts[-5:-1]
         paths.setdefault((method, scale), {})[(int(seed[4:]), int(step[4:]))] = path
 
+    @functools.cache  # each run's files read once, for its cells, lift and sample changes
     def per_problem_of(method, scale):
         return st.checkpoint_problem_accuracy({
             key: read_parquet(path, columns=["benchmark", "problem_id", "correct"])
@@ -34,6 +37,41 @@ def main(snakemake) -> None:
         reference=settings["reference"], n_resamples=settings["n_resamples"],
         seed=settings["seed"], confidence=settings["confidence"],
     )  # fmt: skip
+    # The base student's samples, by base scale: .../eval/base/<scale>/student_samples.parquet.
+    base_files = {Path(path).parts[-2]: path for path in snakemake.input.base_samples}
+
+    def base_student_of(scale):
+        samples = read_parquet(
+            base_files[params.base_scales[scale]], columns=["benchmark", "problem_id", "correct"]
+        )
+        return st.per_problem_accuracy(samples[samples["benchmark"].isin(params.benchmarks)])
+
+    lift = sr.experiment_base_lift(
+        params.tables, params.benchmarks, per_problem_of, base_student_of,
+        n_resamples=settings["n_resamples"], seed=settings["seed"],
+        confidence=settings["confidence"],
+    )  # fmt: skip
+    write_text(snakemake.output.lift, lift.to_csv(index=False))
+    # Each run's samples at its selected checkpoint against the base student's (same seeds).
+    texts = ["benchmark", "problem_id", "sample_index", "seed", "response"]
+    selected_texts = {}
+    for method, scale in paths:
+        chosen = st.select_checkpoints(per_problem_of(method, scale), params.benchmarks)
+        for seed, step in zip(chosen["seed"], chosen["selected_step"], strict=True):
+            path = paths[(method, scale)][(int(seed), int(step))]
+            selected_texts[(method, scale, int(seed))] = read_parquet(path, columns=texts)
+    changes = sc.sample_changes(
+        selected_texts,
+        {scale: read_parquet(base_files[base], columns=texts)
+         for scale, base in params.base_scales.items()},
+    )  # fmt: skip
+    identical = sc.identical_runs(selected_texts)
+    changes["identical_to"] = [
+        ";".join(sorted({b if a == row.method else a for c, s, a, b in identical
+                         if c == row.scale and s == row.seed and row.method in (a, b)}))
+        for row in changes.itertuples()
+    ]  # fmt: skip
+    write_text(snakemake.output.changes, changes.to_csv(index=False))
     ours = {path.split("/")[-1][: -len(".csv")]: read_csv(path) for path in snakemake.input.tables}
     for cells_of in ours.values():
         cells_of["value"] = cells_of["value"].astype(float)
@@ -54,7 +92,7 @@ def main(snakemake) -> None:
     write_text(snakemake.output.gap, gap.to_csv(index=False))
     write_text(
         snakemake.output.report,
-        sr.report_markdown(params.experiment, cells, paired, gap, settings, heldout),
+        sr.report_markdown(params.experiment, cells, paired, gap, settings, heldout, lift, changes),
     )
     figure = sr.gap_figure(gap, params.experiment)
     for fmt in ("png", "pdf"):

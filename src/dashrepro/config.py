@@ -40,6 +40,10 @@ from dashrepro.run_matrix import (
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 #: The name the validation split (``data.validation``) is evaluated under, beside the benchmarks.
 VALIDATION_SPLIT = "validation"
+#: Head sizes vLLM 0.32.0's CPU attention accepts (``CPUAttentionBackend.
+#: get_supported_head_sizes``; it stops the engine on any other, e.g. 24). FlashAttention on a
+#: GPU takes every multiple of 8 up to 256, so an embedded model within this list runs on both.
+VLLM_HEAD_DIMS = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -240,9 +244,24 @@ def check_semantics(config: Mapping) -> list[str]:
         if spec["source"] != "embedded":
             continue
         arch = spec["architecture"]
-        if arch["hidden_size"] % arch["num_attention_heads"]:
+        if "head_dim" not in arch and arch["hidden_size"] % arch["num_attention_heads"]:
             problems.append(
-                f"scales.{scale}.architecture.hidden_size: not divisible by num_attention_heads"
+                f"scales.{scale}.architecture.hidden_size: not divisible by num_attention_heads "
+                "(or set architecture.head_dim)"
+            )
+        backends = {
+            key: value
+            for key, value in (
+                ("evaluation.backend", evaluation["backend"]),
+                (f"scales.{scale}.train.rollout_backend", train.get("rollout_backend", "hf")),
+            )
+            if value == "vllm"
+        }
+        width = arch.get("head_dim") or arch["hidden_size"] // arch["num_attention_heads"]
+        if backends and width not in VLLM_HEAD_DIMS:
+            problems.append(
+                f"scales.{scale}.architecture.head_dim: {width} is not a head size vLLM's "
+                f"attention supports {VLLM_HEAD_DIMS} (asked for by {', '.join(backends)}: vllm)"
             )
         if arch["num_attention_heads"] % arch["num_key_value_heads"]:
             problems.append(

@@ -135,6 +135,16 @@ OBJECTIVES: dict[str, Objective] = {
 }
 
 
+def teacher_views_of(methods: Mapping[str, Mapping]) -> tuple[str, ...]:
+    """Every teacher view the config entries ``methods`` score against, in first-use order:
+    the layouts an embedded base model's warm start must teach it to read."""
+    views: dict[str, None] = {}
+    for spec in methods.values():
+        objective = OBJECTIVES.get(spec.get("objective", "distill"))
+        views.update(dict.fromkeys(objective.teacher_views if objective else ()))
+    return tuple(views)
+
+
 def check_params(
     declared: Mapping[str, Param], given: Mapping[str, Any], where: str, owner: str = "this"
 ) -> list[str]:

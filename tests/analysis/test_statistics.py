@@ -332,3 +332,42 @@ def test_experiment_heldout_puts_the_validation_choice_beside_the_papers():
     without = st.checkpoint_problem_accuracy({key: _samples(acc) for key, acc in HAND.items()})
     with pytest.raises(ValueError, match="no graded samples of the validation split"):
         experiment_heldout(tables, BENCH, lambda m, s: without, "validation")
+
+
+def test_base_lift_is_each_cell_minus_the_base_student_on_the_same_problems():
+    from dashrepro.analysis.statistics_report import BASE_ROW, experiment_base_lift
+
+    # HAND's selected cells: b1 87.5, b2 25 (seed 1 @ 10, seed 2 @ 20). The base student: b1
+    # 50 (0.5, 0.5), b2 0 (0, 0); lifts +37.5 and +25, average +31.25.
+    per_problem = st.checkpoint_problem_accuracy({key: _samples(acc) for key, acc in HAND.items()})
+    base = st.per_problem_accuracy(_samples({"b1": [0.5, 0.5], "b2": [0.0, 0.0]}))
+    tables = {
+        "main": {"kind": "method_scores", "scale": "tiny", "methods": ["dash"]},
+        "curves": {"kind": "checkpoint_curves", "scale": "tiny", "methods": ["dash"]},
+    }
+    scales_asked = []
+
+    def base_of(scale):
+        scales_asked.append(scale)
+        return base
+
+    out = experiment_base_lift(
+        tables, BENCH, lambda m, s: per_problem, base_of, n_resamples=200, seed=0,
+        confidence=0.95,
+    )  # fmt: skip
+    assert set(out["table"]) == {"main"} and set(out["reference"]) == {BASE_ROW}
+    assert scales_asked == ["tiny"]
+    cell = out.set_index("column")
+    assert cell.loc["b1", "difference"] == pytest.approx(37.5)
+    assert cell.loc["b2", "difference"] == pytest.approx(25.0)
+    assert cell.loc["average", "difference"] == pytest.approx(31.25)
+    assert cell.loc["average", "reference_value"] == pytest.approx(25.0)
+    assert (out["ci_low"] <= out["difference"]).all() and (
+        out["difference"] <= out["ci_high"]
+    ).all()
+    # The base model against itself: no lift, an interval of zero width.
+    same = st.checkpoint_problem_accuracy({(0, 0): _samples({"b1": [0.5, 0.5], "b2": [0.0, 0.0]})})
+    flat = experiment_base_lift(
+        tables, BENCH, lambda m, s: same, base_of, n_resamples=200, seed=0, confidence=0.95
+    )
+    assert (flat["difference"] == 0).all()

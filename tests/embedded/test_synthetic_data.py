@@ -2,6 +2,8 @@
 
 import re
 
+import pytest
+
 from dashrepro.embedded.synthetic_data import column_addition_steps, make_dataset
 
 SPECS = {
@@ -32,12 +34,59 @@ def test_fields_answers_and_solutions_are_right():
     assert {k: len(v) for k, v in benches.items()} == {k: 30 for k in SPECS}
 
 
-def test_benchmarks_are_held_out_of_training():
-    train, benches = make_dataset(2000, SPECS, seed=0)
-    expr = lambda p: p.split(" ", 1)[-1]  # noqa: E731
-    train_exprs = {expr(p) for p in train["problem"]}
-    for frame in benches.values():
-        assert not train_exprs & {expr(p) for p in frame["problem"]}
+# The expression re-read independently of the generator's own key (``expression_key``): the
+# phrasings spelled out here, the terms sorted, so that 12 + 34 and 34 + 12 are one problem.
+_READ_BACK = re.compile(r"(?:What is |Compute |Find the value of |Evaluate )(\d+(?: \+ \d+)+)[?.]")
+
+
+def read_back(problem: str) -> tuple[int, ...]:
+    match = _READ_BACK.fullmatch(problem)
+    assert match, f"unexpected phrasing: {problem!r}"
+    return tuple(sorted(int(term) for term in match[1].split(" + ")))
+
+
+def shared_problems(splits: dict) -> dict[tuple[str, str], int]:
+    """For each pair of splits, how many problems (read back) they share."""
+    keys = {name: {read_back(p) for p in frame["problem"]} for name, frame in splits.items()}
+    names = list(keys)
+    return {(a, b): len(keys[a] & keys[b]) for i, a in enumerate(names) for b in names[i + 1 :]}
+
+
+def default_splits():
+    """The embedded default's splits (workflow_config.yaml: 3,000 training problems, seed 1234)."""
+    from dashrepro.embedded.synthetic_data import make_validation_split
+
+    train, benches = make_dataset(3000, SPECS, seed=1234)
+    validation = make_validation_split(train, benches, 30, seed=1234)
+    return {"train": train, **benches, "validation": validation}
+
+
+def test_splits_share_no_problem_up_to_phrasing_and_term_order():
+    splits = default_splits()
+    assert set(shared_problems(splits).values()) == {0}
+    for name, frame in splits.items():  # no problem twice within a split either
+        assert len({read_back(p) for p in frame["problem"]}) == len(frame), name
+
+
+def test_keying_on_the_phrased_text_would_leak(monkeypatch):
+    """The check above has teeth: with the generator keyed on the text after the first word
+    (the landed key before this test), the same read-back finds benchmark problems in training."""
+    from dashrepro.embedded import synthetic_data
+
+    monkeypatch.setattr(synthetic_data, "expression_key", lambda p: p.split(" ", 1)[-1])
+    shared = shared_problems(default_splits())
+    assert shared[("train", "aime2024")] > 0 and shared[("train", "hmmt_feb2025")] > 0
+
+
+def test_expression_key_reads_the_problem_up_to_term_order():
+    from dashrepro.embedded.synthetic_data import expression_key
+
+    assert expression_key("What is 12 + 34?") == expression_key("Compute 34 + 12.") == (12, 34)
+    assert expression_key("Evaluate 5 + 50 + 7.") == (5, 7, 50)
+    assert expression_key("Find the value of 12 + 34.") != expression_key("What is 12 + 35?")
+    for bad in ("Add 12 and 34.", "What is 12 - 34?", "Compute 12 + 34"):
+        with pytest.raises(ValueError, match=re.escape(repr(bad))):
+            expression_key(bad)
 
 
 def test_column_addition_carries():
@@ -54,11 +103,10 @@ def test_the_validation_split_is_new_problems_of_the_training_tasks():
     validation = make_validation_split(train, benches, 30, seed=0)
     assert len(validation) == 30 and validation["id"].is_unique
     assert set(validation["task"]) == set(TASKS)  # the training distribution, not one benchmark's
-    expr = lambda p: p.split(" ", 1)[-1]  # noqa: E731
-    mine = {expr(p) for p in validation["problem"]}
+    mine = {read_back(p) for p in validation["problem"]}
     assert len(mine) == 30
     for frame in [train, *benches.values()]:
-        assert not mine & {expr(p) for p in frame["problem"]}
+        assert not mine & {read_back(p) for p in frame["problem"]}
     assert validation.equals(make_validation_split(train, benches, 30, seed=0))
     # Drawn after the others: the training set and benchmarks are those made without it.
     again_train, again_benches = make_dataset(2000, SPECS, seed=0)

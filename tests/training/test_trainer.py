@@ -467,3 +467,25 @@ def test_traces_hold_the_unclipped_forward_kl_beside_the_signal(
     else:  # per-entry clipping only lowers it
         assert (traces["divergence"] >= traces["r"] - 1e-6).all()
         assert (traces["divergence"] > traces["r"] + 1e-6).any()
+
+
+def test_avsd_logs_each_views_mean_advantage():
+    from dashrepro.training.losses import avsd_loss
+    from dashrepro.training.methods import MethodSpec
+    from dashrepro.training.metrics import METRIC_KEYS
+
+    spec = MethodSpec("avsd", "opsd", "forward_kl", None, objective="avsd")
+    gen = torch.Generator().manual_seed(0)
+    student = torch.randn(2, 5, 11, generator=gen)
+    views = [torch.randn(2, 5, 11, generator=gen) for _ in range(3)]
+    tokens = torch.randint(0, 11, (2, 5), generator=gen)
+    mask = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    result = avsd_loss(spec, student, views, tokens, mask)
+
+    def chosen(logits):
+        return torch.log_softmax(logits, -1).gather(-1, tokens[..., None])[..., 0]
+
+    for name, view in zip(spec.teacher_view_names, views, strict=True):
+        expected = (chosen(view) - chosen(student))[mask.bool()].mean()
+        assert result.metrics[f"advantage_{name}"] == pytest.approx(float(expected), abs=1e-5)
+        assert f"advantage_{name}" in METRIC_KEYS  # carried into every step's row

@@ -3,6 +3,7 @@ processes (accelerate's workers, vLLM, DeepSpeed, CUDA) write to their inherited
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -70,3 +71,40 @@ def test_setup_pins_the_jobs_threads_without_loading_torch(repo_root, tmp_path):
         assert done.returncode == 0, done.stderr
         # (setup sends stdout to the log, so the answer comes back in a file)
         assert (tmp_path / "result.txt").read_text().split() == ["False", str(expected)]
+
+
+KERNELS_SCRIPT = """
+import json, os, sys
+from types import SimpleNamespace
+sys.path.insert(0, {scripts!r})
+from _bootstrap import setup
+snakemake = SimpleNamespace(log=[{log!r}], output=[], rule="demo", wildcards={{}}, threads=1,
+                            config={{"cpu_kernels": {kernels!r}}})
+setup(snakemake)
+import torch
+from dashrepro.numerics import kernel_record
+open({result!r}, "w").write(json.dumps(kernel_record()))
+"""
+
+
+def test_setup_pins_the_configured_cpu_kernels_before_torch_loads(repo_root, tmp_path):
+    # ATen reads ATEN_CPU_CAPABILITY once, when torch loads: "default" is its scalar kernels,
+    # which no x86 CPU chooses by itself, so the capability torch reports proves the pin.
+    kernels = {"ATEN_CPU_CAPABILITY": "default", "MKL_CBWR": "COMPATIBLE"}
+    result = tmp_path / "record.json"
+    code = KERNELS_SCRIPT.format(
+        scripts=str(repo_root / "rules" / "scripts"),
+        log=str(tmp_path / "demo.log"),
+        kernels=kernels,
+        result=str(result),
+    )
+    env = {k: v for k, v in os.environ.items() if k not in kernels}
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env
+    )
+    assert done.returncode == 0, done.stderr
+    record = json.loads(result.read_text())
+    assert record["aten_cpu_capability"] == "DEFAULT"
+    assert record["ATEN_CPU_CAPABILITY"] == "default" and record["MKL_CBWR"] == "COMPATIBLE"
+    assert record["OMP_NUM_THREADS"] == "1" and record["torch_threads"] == 1
+    assert record["cpu"]

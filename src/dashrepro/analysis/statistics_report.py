@@ -24,6 +24,8 @@ from dashrepro.analysis import statistics as st
 from dashrepro.analysis.registry import SCORE_KINDS
 
 KEY = ["table", "row", "scale", "column"]
+#: The reference of the lift rows: the base student (the base model, adapter off, problem only).
+BASE_ROW = "base_student"
 
 
 def score_pairs(tables: Mapping[str, Mapping]) -> list[tuple[str, str, str]]:
@@ -82,6 +84,41 @@ def experiment_statistics(
     paired_frame = pd.concat(paired, ignore_index=True) if paired else pd.DataFrame(columns=KEY)
     first = lambda frame: frame[[*KEY, *[c for c in frame.columns if c not in KEY]]]  # noqa: E731
     return first(cell_frame), first(paired_frame)
+
+
+def experiment_base_lift(
+    tables: Mapping[str, Mapping],
+    benchmarks: Sequence[str],
+    per_problem_of: Callable[[str, str], pd.DataFrame],
+    base_student_of: Callable[[str], pd.DataFrame],
+    *,
+    n_resamples: int,
+    seed: int,
+    confidence: float,
+) -> pd.DataFrame:
+    """Every scores-table cell's paired difference against the base student it was trained
+    from (``base_student_of(scale)``: the base model's per-problem accuracy on the benchmarks,
+    a frame of ``analysis.statistics.PER_PROBLEM_COLUMNS`` without seeds or steps): what
+    training added, on the same problems. The base model is one fixed model, so each seed of
+    the method is paired with it and the bootstrap resamples problems (and the method's seeds)."""
+    rows, done = [], {}
+    for table, method, scale in score_pairs(tables):
+        if (method, scale) not in done:
+            selected = st.selected_problem_accuracy(per_problem_of(method, scale), benchmarks)
+            base = base_student_of(scale)
+            seeds = sorted(set(selected["seed"]))
+            paired_base = pd.concat([base.assign(seed=s) for s in seeds], ignore_index=True)[
+                list(st.SELECTED_COLUMNS)
+            ]
+            done[(method, scale)] = st.paired_difference(
+                selected, paired_base, benchmarks, confidence=confidence,
+                n_resamples=n_resamples, seed=seed,
+            )  # fmt: skip
+        rows.append(
+            done[(method, scale)].assign(table=table, row=method, scale=scale, reference=BASE_ROW)
+        )
+    frame = pd.concat(rows, ignore_index=True) if rows else pd.DataFrame(columns=KEY)
+    return frame[[*KEY, *[c for c in frame.columns if c not in KEY]]]
 
 
 HELDOUT_COLUMNS = [*KEY, "best_on_test", "heldout", "difference", "steps_best_on_test",
@@ -176,6 +213,8 @@ def report_markdown(
     gap: pd.DataFrame,
     settings: Mapping,
     heldout: pd.DataFrame | None = None,
+    lift: pd.DataFrame | None = None,
+    changes: pd.DataFrame | None = None,
 ) -> str:
     """The statistics report: definitions, every cell's statistics, the paired differences,
     held-out selection beside the paper's (None: no validation split configured), and the
@@ -205,6 +244,29 @@ def report_markdown(
         columns = [c for c in (*KEY, "difference", "ci_low", "ci_high", "se_clustered",
                                "excludes_zero") if c in paired.columns]  # fmt: skip
         lines += markdown_table(paired, columns)
+    if lift is not None:
+        lines += [
+            "",
+            "## Lift over the base student",
+            "",
+            "Each cell minus the base student's score (the model it was trained from, evaluated "
+            "on the same problems), with its paired interval: what training added.",
+            "",
+        ]
+        columns = [c for c in (*KEY, "method_value", "reference_value", "difference", "ci_low",
+                               "ci_high", "excludes_zero") if c in lift.columns]  # fmt: skip
+        lines += markdown_table(lift, columns)
+    if changes is not None:
+        lines += [
+            "",
+            "## Did training change the samples?",
+            "",
+            "Per run, at its selected checkpoint: the share of samples whose text differs from "
+            "the base student's under the same seeds (NaN where the two were not drawn alike), "
+            "and the other methods whose samples are the same on every problem.",
+            "",
+        ]
+        lines += markdown_table(changes, list(changes.columns))
     lines += ["", "## Held-out selection", ""]
     if heldout is None:
         lines.append(

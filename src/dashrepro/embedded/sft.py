@@ -6,8 +6,9 @@ that is measurably better. So the base model is first trained, by plain next-tok
 response tokens only, on two prompt layouts of the same training rows:
 
 - the student layout (problem only), which teaches it to solve the problems; and
-- the privileged-teacher layout (problem + reference solution + the protocol's instructions),
-  which teaches it to use the reference when it is in context.
+- the privileged teacher's layouts (problem + reference solution + the protocol's instructions,
+  and every other view a configured method's teacher reads, e.g. AVSD's partial solution or
+  final answer alone), which teach it to use the reference when it is in context.
 
 The student's and the teacher's sampled accuracies on the benchmarks are then measured and
 recorded next to the model (``evaluate_base_model``), so a reader can check both conditions.
@@ -18,12 +19,13 @@ from __future__ import annotations
 import math
 import random
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 import torch
 
-from dashrepro.data.prompts import TeacherProtocol, render_student_prompt, render_teacher_prompt
+from dashrepro.data.prompts import TeacherProtocol, render_student_prompt, render_user_turn
+from dashrepro.training.views import TEACHER_VIEWS
 
 
 def sft_target(reference_solution: str, answer: str) -> str:
@@ -33,14 +35,24 @@ def sft_target(reference_solution: str, answer: str) -> str:
 
 
 def build_sft_examples(
-    frame: pd.DataFrame, tokenizer, protocol: TeacherProtocol, teacher_fraction: float, seed: int
+    frame: pd.DataFrame,
+    tokenizer,
+    protocol: TeacherProtocol,
+    teacher_fraction: float,
+    seed: int,
+    teacher_views: Sequence[str] = ("full",),
 ) -> list[tuple[list[int], int]]:
-    """(token ids, prompt length) pairs; a ``teacher_fraction`` of rows use the teacher layout."""
+    """(token ids, prompt length) pairs; a ``teacher_fraction`` of rows use a teacher layout,
+    each drawn uniformly from ``teacher_views`` (``training.views.TEACHER_VIEWS``: the layouts
+    the configured methods' teachers read, so that each of them is a teacher that can read its
+    context -- AVSD's three views as well as the protocol's message)."""
     rng = random.Random(seed)
     examples = []
     for row in frame.itertuples(index=False):
         if rng.random() < teacher_fraction:
-            prompt = render_teacher_prompt(tokenizer, row.problem, row.reference_solution, protocol)
+            view = TEACHER_VIEWS[teacher_views[rng.randrange(len(teacher_views))]]
+            message = view(row.problem, row.reference_solution, str(row.answer), protocol)
+            prompt = render_user_turn(tokenizer, message)
         else:
             prompt = render_student_prompt(tokenizer, row.problem)
         target = sft_target(row.reference_solution, row.answer) + tokenizer.eos_token
@@ -62,8 +74,36 @@ def collate_right_padded(batch, pad_id: int) -> tuple[torch.Tensor, torch.Tensor
     return input_ids, attention, labels
 
 
+def accumulate_batch_gradient(model, batch, pad_id: int, length_groups: int) -> torch.Tensor:
+    """Backpropagate the batch's mean next-token loss over its response tokens; return it.
+
+    The rows go through the model in ``length_groups`` groups of similar length (sorted), each
+    padded only to its own longest row: the student layout's prompts are a tenth as long as the
+    teacher's, so one padded batch would spend most of its compute on padding. Each group's
+    summed loss is divided by the whole batch's token count, so the gradient is the batch
+    mean's, whatever the grouping (up to rounding).
+    """
+    ordered = sorted(batch, key=lambda example: len(example[0]))
+    size = math.ceil(len(ordered) / max(1, length_groups))
+    n_targets = sum(len(ids) - prompt_len for ids, prompt_len in ordered)
+    total = torch.zeros(())
+    for start in range(0, len(ordered), size):
+        input_ids, attention, labels = collate_right_padded(ordered[start : start + size], pad_id)
+        logits = model(input_ids=input_ids, attention_mask=attention).logits
+        summed = torch.nn.functional.cross_entropy(
+            logits[:, :-1].flatten(0, 1).float(),
+            labels[:, 1:].flatten(),
+            ignore_index=-100,
+            reduction="sum",
+        )
+        (summed / n_targets).backward()
+        total += summed.detach() / n_targets
+    return total
+
+
 def run_sft(model, examples, settings: Mapping, seed: int, log=print, callback=None) -> list[dict]:
-    """AdamW with linear warmup and cosine decay over ``settings['steps']`` steps."""
+    """AdamW with linear warmup and cosine decay over ``settings['steps']`` steps, each on
+    ``settings['batch_size']`` examples (in ``settings['length_groups']`` forward passes)."""
     torch.manual_seed(seed)
     rng = random.Random(seed)
     steps, batch_size = settings["steps"], settings["batch_size"]
@@ -93,10 +133,8 @@ def run_sft(model, examples, settings: Mapping, seed: int, log=print, callback=N
             order += fresh
         batch = [examples[i] for i in order[:batch_size]]
         order = order[batch_size:]
-        input_ids, attention, labels = collate_right_padded(batch, pad_id)
-        loss = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        loss = accumulate_batch_gradient(model, batch, pad_id, settings.get("length_groups", 1))
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         scheduler.step()

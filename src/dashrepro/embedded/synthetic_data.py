@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import random
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -35,6 +36,33 @@ _PHRASINGS = (
     "Find the value of {expr}.",
     "Evaluate {expr}.",
 )
+
+
+# Each phrasing as a pattern that captures its expression, to read a problem back (see
+# ``expression_key``): the generator's templates are the one source of both.
+_PHRASING_PATTERNS = tuple(
+    re.compile("^" + re.escape(template).replace(re.escape("{expr}"), "(?P<expr>.+)") + "$")
+    for template in _PHRASINGS
+)
+_EXPRESSION = re.compile(r"^\d+(?: \+ \d+)+$")
+
+
+def expression_key(problem: str) -> tuple[int, ...]:
+    """The arithmetic problem a phrased ``problem`` asks, up to the order of its terms.
+
+    "What is 12 + 34?" and "Compute 34 + 12." are one problem, ``(12, 34)``: splits are kept
+    disjoint by this key, so no benchmark or validation problem is a training problem in other
+    words. A problem in no known phrasing, or whose expression is not a sum of integers, raises
+    naming it (a new phrasing must be added here, not silently keyed on its text).
+    """
+    for pattern in _PHRASING_PATTERNS:
+        match = pattern.match(problem)
+        if match and _EXPRESSION.match(match["expr"]):
+            return tuple(sorted(int(term) for term in match["expr"].split(" + ")))
+    raise ValueError(
+        f"synthetic problem {problem!r} is not in a known phrasing {_PHRASINGS} around a sum of "
+        "integers; cannot key it to keep the splits disjoint"
+    )
 
 
 def _operands(task: str, rng: random.Random) -> list[int]:
@@ -72,9 +100,10 @@ def make_problem(task: str, rng: random.Random) -> dict:
 
 
 def make_split(
-    name: str, tasks: list[str], n: int, seed: int, exclude: set[str] | None = None
+    name: str, tasks: list[str], n: int, seed: int, exclude: set[tuple[int, ...]] | None = None
 ) -> pd.DataFrame:
-    """``n`` distinct problems drawn round-robin from ``tasks``, none of whose text is in ``exclude``."""
+    """``n`` distinct problems drawn round-robin from ``tasks``, none of whose ``expression_key``
+    is in ``exclude``."""
     rng = random.Random(f"{name}:{seed}")
     seen = set(exclude or ())
     rows = []
@@ -84,7 +113,7 @@ def make_split(
         if attempts > 100 * n + 1000:
             raise RuntimeError(f"could not draw {n} distinct problems for split {name!r}")
         row = make_problem(tasks[len(rows) % len(tasks)], rng)
-        key = row["problem"].split(" ", 1)[-1]  # the expression, whatever the phrasing
+        key = expression_key(row["problem"])
         if key in seen:
             continue
         seen.add(key)
@@ -97,10 +126,10 @@ def make_dataset(
 ) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
     """Benchmarks first, then a training set that shares no problem with them."""
     bench_frames = {}
-    held_out: set[str] = set()
+    held_out: set[tuple[int, ...]] = set()
     for name, spec in benchmarks.items():
         frame = make_split(name, [spec["task"]], spec["n"], seed, exclude=held_out)
-        held_out |= {p.split(" ", 1)[-1] for p in frame["problem"]}
+        held_out |= {expression_key(p) for p in frame["problem"]}
         bench_frames[name] = frame
     train = make_split("train", list(TASKS), n_train, seed, exclude=held_out)
     return train, bench_frames
@@ -112,9 +141,9 @@ def make_validation_split(
     """``n`` problems from the training distribution (every task) that are in neither the
     training set nor a benchmark: the held-out split a checkpoint can be selected on. Drawn
     after the others, so the training set and the benchmarks stay as they were without it."""
-    seen = {p.split(" ", 1)[-1] for p in train["problem"]}
+    seen = {expression_key(p) for p in train["problem"]}
     for frame in benchmarks.values():
-        seen |= {p.split(" ", 1)[-1] for p in frame["problem"]}
+        seen |= {expression_key(p) for p in frame["problem"]}
     return make_split("validation", list(TASKS), n, seed, exclude=seen)
 
 

@@ -13,6 +13,15 @@ import torch
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 
+def head_dim(architecture: Mapping) -> int:
+    """The per-head width: ``head_dim`` if set (Qwen3 decouples it from the hidden size, as
+    Qwen3-0.6B's 1,024 / 16 heads of 128 do), else hidden size / heads."""
+    return int(
+        architecture.get("head_dim")
+        or architecture["hidden_size"] // architecture["num_attention_heads"]
+    )
+
+
 def build_tiny_qwen3(
     architecture: Mapping, vocab_size: int, pad_token_id: int, eos_token_id: int, seed: int
 ) -> Qwen3ForCausalLM:
@@ -24,7 +33,7 @@ def build_tiny_qwen3(
         num_hidden_layers=architecture["num_hidden_layers"],
         num_attention_heads=architecture["num_attention_heads"],
         num_key_value_heads=architecture["num_key_value_heads"],
-        head_dim=architecture["hidden_size"] // architecture["num_attention_heads"],
+        head_dim=head_dim(architecture),
         max_position_embeddings=architecture["max_position_embeddings"],
         tie_word_embeddings=True,
         pad_token_id=pad_token_id,

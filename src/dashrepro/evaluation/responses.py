@@ -27,6 +27,7 @@ from dashrepro.data.prompts import (
     TeacherProtocol,
     render_student_prompt,
     render_teacher_prompt,
+    render_user_turn,
 )
 from dashrepro.heartbeat import heartbeat
 from dashrepro.io import (
@@ -117,7 +118,9 @@ def shard_prompts(
     tokenizer, rows, prompt_role: str, protocol: TeacherProtocol | None, instruction: str | None
 ) -> list[str]:
     """One rendered prompt per problem: the student's (with the evaluation ``instruction``),
-    or the privileged teacher's."""
+    the privileged teacher's (``teacher``: the protocol's message), or the teacher's in another
+    of its views (``teacher:<view>``, a name of ``training.views.TEACHER_VIEWS``, e.g.
+    ``teacher:answer_only``: what AVSD's teacher reads)."""
     if prompt_role == "student":
         return [render_student_prompt(tokenizer, row.problem, instruction) for row in rows]
     if prompt_role == "teacher":
@@ -125,7 +128,21 @@ def shard_prompts(
             render_teacher_prompt(tokenizer, row.problem, row.reference_solution, protocol)
             for row in rows
         ]
-    raise ValueError(f"prompt_role must be 'student' or 'teacher', got {prompt_role!r}")
+    if prompt_role.startswith("teacher:"):
+        from dashrepro.training.views import TEACHER_VIEWS
+
+        view = TEACHER_VIEWS.get(prompt_role.split(":", 1)[1])
+        if view is not None:
+            return [
+                render_user_turn(
+                    tokenizer, view(row.problem, row.reference_solution, str(row.answer), protocol)
+                )
+                for row in rows
+            ]
+    raise ValueError(
+        "prompt_role must be 'student', 'teacher' or 'teacher:<view>' (a view of "
+        f"dashrepro.training.views.TEACHER_VIEWS), got {prompt_role!r}"
+    )
 
 
 def shard_frame(samples, rows, k: int, shard_seed_value: int, settings: Mapping) -> pd.DataFrame:
@@ -259,7 +276,8 @@ def generate_policy_responses(
 ) -> pd.DataFrame:
     """Sample ``generation['samples_per_problem']`` responses per benchmark problem.
 
-    The privileged teacher (``prompt_role="teacher"``) is the base model without the adapter.
+    The privileged teacher (``prompt_role="teacher"`` or ``"teacher:<view>"``) is the base
+    model without the adapter.
     """
     from dashrepro.sampling import make_sampler
 

@@ -2,7 +2,7 @@
 
 A rule script does not pick what to record: ``record_job`` reads the ``snakemake`` object the
 script directive injects and records, beside each declared output, the rule, its wildcards,
-every input with its sha256, every param, the code version, the host, the start and end time,
+every input with its sha256, every param, the code version, the host and its floating-point kernels (``numerics``), the start and end time,
 the SLURM job id when there is one, and what the script returned as ``extra`` (e.g. generation
 seconds). ``rules/scripts/_bootstrap.run`` calls it after the script's ``main`` returns, so a
 failed job writes no record.
@@ -18,6 +18,7 @@ import socket
 from collections.abc import Mapping
 from typing import Any
 
+from dashrepro.numerics import kernel_record
 from dashrepro.provenance.records import code_version, hash_inputs, write_record
 
 
@@ -58,6 +59,7 @@ def job_record(snakemake, started_utc: str, extra: Mapping[str, Any] | None = No
         "threads": snakemake.threads,
         "code": code_version(),
         "host": socket.gethostname(),
+        "numerics": kernel_record(),
         "slurm_job_id": os.environ.get("SLURM_JOB_ID"),
         "started_utc": started_utc,
         "finished_utc": utc_now(),

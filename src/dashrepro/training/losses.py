@@ -112,6 +112,11 @@ def avsd_loss(
     target, aux = objectives.avsd_target_logprobs(views, student_lp.detach(), mask)
     loss = objectives.avsd_token_loss(student_lp, target, mask)
     metrics = {"gate_mean": float(objectives.masked_mean(aux["gate"], mask.bool()))}
+    # Each view's mean advantage log p_v(y_t) - log pS(y_t) over the sampled tokens: a view
+    # whose teacher cannot read its context scores the student's own tokens below the student.
+    for name, view_lp in zip(method.teacher_view_names, views, strict=True):
+        advantage = (view_lp - student_lp).detach()
+        metrics[f"advantage_{name}"] = float(objectives.masked_mean(advantage, mask.bool()))
     return MicroLoss(loss, metrics, {"gate": aux["gate"]})
 
 

@@ -23,6 +23,11 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import torch
 
+from dashrepro.parameters import OBJECTIVES
+
+#: AVSD's teacher views, whose advantages the step rows carry.
+AVSD_VIEWS = OBJECTIVES["avsd"].teacher_views
+
 if TYPE_CHECKING:
     from dashrepro.training.losses import MicroLoss
     from dashrepro.training.rollouts import Share
@@ -42,6 +47,8 @@ METRIC_KEYS = (
     "truncated_fraction",
     "rollout_accuracy",
     "reward_mean",
+    # AVSD: each teacher view's mean advantage over the sampled tokens (losses.avsd_loss).
+    *(f"advantage_{view}" for view in AVSD_VIEWS),
 )
 # Per-step counts summed over micro-batches and processes.
 COUNT_KEYS = ("rollouts", "tokens", "empty_rollouts", "skipped_long_prompts")

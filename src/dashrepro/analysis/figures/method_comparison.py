@@ -1,4 +1,4 @@
-"""Figure kind ``method_comparison``: methods' seed-mean Avg@k side by side.
+"""Figure kind ``method_comparison``: methods' seed-mean Avg@k side by side, with intervals.
 
 The paper's ablation figures, from the same selection records as the tables
 (``tables.method_scores.selection_cells``): ``aggregation_adaptivity`` (the macro-average of
@@ -7,19 +7,37 @@ fixed lambda values and inverse gap beside DASH, OPSD as a reference line),
 ``prop_kappa`` (the macro-average against kappa, a line, DASH's kappa = 5 starred) and
 ``distillation_divergence`` (forward KL, JSD and reverse KL per benchmark).
 
+Intervals (``confidence``, default 95 %), computed here from the graded samples of each seed's
+selected checkpoint with the functions the ``statistics`` rule uses (``analysis.statistics``),
+so a method need not be in a scores table and the figure does not read the rule's outputs:
+
+* every plotted value (per benchmark and ``average``) and the reference line: value +- z x the
+  problem-clustered standard error (``statistics.clustered_standard_error``: problems are the
+  clusters, seeds averaged within a problem; with one seed the problems alone), z the normal
+  quantile; drawn as error bars, a band for the line style and for the reference;
+* gains (``relative_to``): the paired bootstrap interval of the difference on the same problems
+  and seeds (``statistics.paired_difference``, BCa, problems resampled within benchmark and,
+  with two or more seeds, seeds; ``n_resamples``, seed 0), as the statistics rule reports it.
+
+The JSON's ``cells`` carry ``se``, ``ci_low`` and ``ci_high`` per cell (and ``gain``,
+``gain_ci_low``, ``gain_ci_high`` with ``relative_to``); ``intervals`` says how they were made.
+
 Options: ``style`` (``bars``, the default, or ``line``), ``x`` (method -> x value, for a
 line, with ``xlabel``), ``relative_to`` (plot gains over this method; the absolute values are
 annotated), ``per_benchmark`` (grouped bars per benchmark and the average), ``highlight``
-(methods starred: the paper's settings), ``reference`` (a method drawn as a dashed line).
+(methods starred: the paper's settings), ``reference`` (a method drawn as a dashed line),
+``confidence`` and ``n_resamples`` (as the config's ``statistics:``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
-NEEDS = ("selections",)
+NEEDS = ("selections", "samples")
 OPTIONS = {
     "style": "bars (default) or line",
     "x": "method -> x value (line style)",
@@ -28,19 +46,96 @@ OPTIONS = {
     "per_benchmark": "grouped bars per benchmark and the average",
     "highlight": "methods to star (the paper's settings)",
     "reference": "a method drawn as a dashed horizontal line at its average",
+    "confidence": "the intervals' level (default 0.95)",
+    "n_resamples": "bootstrap resamples of the paired gains with relative_to (default 1000)",
 }
-CAPTION = "Seed-mean Avg@k of compared methods (macro-average unless per benchmark)."
+CAPTION = (
+    "Seed-mean Avg@k of compared methods (macro-average unless per benchmark), with 95% "
+    "intervals: problem-clustered standard errors, paired bootstrap intervals for gains."
+)
+#: The bootstrap's seed (as the config's ``statistics: seed``).
+SEED = 0
+
+
+def selected_accuracy(
+    records: Sequence[Mapping], sample_paths: Sequence, method: str, scale: str
+) -> pd.DataFrame:
+    """The ``statistics`` *selected* frame of one method: per seed, the per-problem accuracy of
+    the checkpoint its selection record chose, from that checkpoint's ``samples.parquet``
+    (``.../<method>/<scale>/seed<s>/step<t>/samples.parquet``)."""
+    from dashrepro.analysis import statistics as st
+    from dashrepro.io import read_parquet
+
+    by_checkpoint = {tuple(Path(p).parts[-5:-1]): p for p in sample_paths}
+    samples = {}
+    for record in records:
+        if record["method"] != method or record.get("scale", scale) != scale:
+            continue
+        seed, step = int(record["seed"]), int(record["selected_step"])
+        key = (method, scale, f"seed{seed}", f"step{step}")
+        if key not in by_checkpoint:
+            raise ValueError(
+                f"method_comparison: no samples.parquet of the selected checkpoint {'/'.join(key)}"
+            )
+        columns = ["benchmark", "problem_id", "correct"]
+        samples[(seed, step)] = read_parquet(by_checkpoint[key], columns=columns)
+    return st.checkpoint_problem_accuracy(samples)
 
 
 def figure_cells(spec: Mapping, inputs: Mapping, context: Mapping) -> pd.DataFrame:
+    """The selection cells with their intervals (module docstring)."""
+    from scipy import stats
+
+    from dashrepro.analysis import statistics as st
     from dashrepro.analysis.tables.method_scores import selection_cells
     from dashrepro.io import read_json
 
+    options = spec.get("options") or {}
+    confidence = float(options.get("confidence", 0.95))
+    benchmarks, scale = context["benchmarks"], context["scale"]
     records = [read_json(path) for path in inputs["selections"]]
-    return selection_cells(
-        records, context["id"], spec["methods"], context["method_labels"],
-        context["benchmarks"], [context["scale"]],
-    )  # fmt: skip
+    cells = selection_cells(
+        records, context["id"], spec["methods"], context["method_labels"], benchmarks, [scale]
+    )
+    selected = {m: selected_accuracy(records, inputs["samples"], m, scale) for m in spec["methods"]}
+    se = pd.concat(
+        [st.clustered_standard_error(selected[m], benchmarks).assign(row=m) for m in selected]
+    )
+    cells = cells.merge(se[["row", "column", "se"]], on=["row", "column"], how="left")
+    z = float(stats.norm.ppf(0.5 + confidence / 2))
+    cells["ci_low"] = cells["value"] - z * cells["se"]
+    cells["ci_high"] = cells["value"] + z * cells["se"]
+    cells["confidence"] = confidence
+    relative = options.get("relative_to")
+    if relative:
+        value = cells.set_index(["row", "column"])["value"]
+        gains = []
+        for method in (m for m in spec["methods"] if m != relative):
+            mine, ref = selected[method], selected[relative]
+            common = sorted(set(mine["seed"]) & set(ref["seed"]))
+            difference = st.paired_difference(
+                mine[mine["seed"].isin(common)], ref[ref["seed"].isin(common)], benchmarks,
+                confidence=confidence, n_resamples=int(options.get("n_resamples", 1000)),
+                seed=SEED,
+            )  # fmt: skip
+            gains.append(
+                difference[["column", "ci_low", "ci_high", "interval"]]
+                .rename(columns={"ci_low": "gain_ci_low", "ci_high": "gain_ci_high",
+                                 "interval": "gain_interval"})
+                .assign(row=method, gain_seeds=",".join(str(s) for s in common))
+            )  # fmt: skip
+        cells = cells.merge(pd.concat(gains), on=["row", "column"], how="left")
+        cells["gain"] = [
+            value[(row, column)] - value[(relative, column)] if row != relative else np.nan
+            for row, column in zip(cells["row"], cells["column"], strict=True)
+        ]
+    return cells
+
+
+def _yerr(values, low, high) -> np.ndarray:
+    """Error bar lengths below and above each value (never negative)."""
+    values = np.asarray(values, float)
+    return np.clip([values - np.asarray(low, float), np.asarray(high, float) - values], 0, None)
 
 
 def draw(spec: Mapping, inputs: Mapping, context: Mapping):
@@ -48,7 +143,8 @@ def draw(spec: Mapping, inputs: Mapping, context: Mapping):
 
     options = spec.get("options") or {}
     cells = figure_cells(spec, inputs, context)
-    average = cells[cells["column"] == "average"].set_index("row")["value"]
+    by_key = cells.set_index(["row", "column"])
+    average = by_key.xs("average", level="column")
     reference = options.get("reference")
     relative = options.get("relative_to")
     shown = [m for m in spec["methods"] if m != reference and m != relative]
@@ -57,43 +153,66 @@ def draw(spec: Mapping, inputs: Mapping, context: Mapping):
     fig, ax = plt.subplots(figsize=(5.0, 3.4))
     if options.get("per_benchmark"):
         columns = {**context["benchmark_labels"], "average": "Average"}
-        by_key = cells.set_index(["row", "column"])["value"]
         width = 0.8 / max(len(shown), 1)
         for i, method in enumerate(shown):
             xs = [j + (i - (len(shown) - 1) / 2) * width for j in range(len(columns))]
             name = labels[method] + (" *" if method in highlight else "")
-            ax.bar(xs, [by_key[(method, c)] for c in columns], width, label=name)
+            mine = by_key.loc[[(method, c) for c in columns]]
+            yerr = _yerr(mine["value"], mine["ci_low"], mine["ci_high"])
+            ax.bar(xs, mine["value"], width, yerr=yerr, capsize=2, label=name)
         ax.set_xticks(range(len(columns)), list(columns.values()), fontsize=8)
         ax.legend(fontsize=7)
     elif options.get("style") == "line":
         xs = [options["x"][m] for m in shown]
-        ax.plot(xs, [average[m] for m in shown], marker="o")
+        mine = average.loc[shown]
+        ax.plot(xs, mine["value"], marker="o")
+        ax.fill_between(xs, mine["ci_low"], mine["ci_high"], alpha=0.2)
         for m, x in zip(shown, xs, strict=True):
             if m in highlight:
-                ax.scatter([x], [average[m]], marker="*", s=200, zorder=3)
+                ax.scatter([x], [average.at[m, "value"]], marker="*", s=200, zorder=3)
         ax.set_xscale("log")
         ax.set_xticks(xs, [str(x) for x in xs])
         ax.set_xlabel(options.get("xlabel", ""))
     else:
-        base = average[relative] if relative else 0.0
-        values = [average[m] - base for m in shown]
-        bars = ax.bar(range(len(shown)), values)
-        for bar, m in zip(bars, shown, strict=True):
-            ax.annotate(f"{average[m]:.2f}", (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+        mine = average.loc[shown]
+        if relative:
+            values, low, high = mine["gain"], mine["gain_ci_low"], mine["gain_ci_high"]
+        else:
+            values, low, high = mine["value"], mine["ci_low"], mine["ci_high"]
+        yerr = _yerr(values, low, high)
+        bars = ax.bar(range(len(shown)), values, yerr=yerr, capsize=2)
+        tops = np.nan_to_num(np.asarray(values, float) + yerr[1])  # above the error bar
+        for bar, m, top in zip(bars, shown, tops, strict=True):
+            ax.annotate(f"{average.at[m, 'value']:.2f}", (bar.get_x() + bar.get_width() / 2, top),
                         ha="center", va="bottom", fontsize=7)  # fmt: skip
         names = [labels[m] + (" *" if m in highlight else "") for m in shown]
         ax.set_xticks(range(len(shown)), names, rotation=30, ha="right", fontsize=7)
         if relative:
             ax.axhline(0.0, color="black", linewidth=0.8)
     if reference:
-        ax.axhline(average[reference], linestyle="--", color="grey", label=labels[reference])
+        ref = average.loc[reference]
+        ax.axhline(ref["value"], linestyle="--", color="grey", label=labels[reference])
+        ax.axhspan(ref["ci_low"], ref["ci_high"], color="grey", alpha=0.15, linewidth=0)
         ax.legend(fontsize=7)
     gain = f" over {labels[relative]}" if relative else ""
     ax.set_ylabel(
         f"Avg@k{gain} (%)" if options.get("per_benchmark") else f"macro-average{gain} (%)"
     )
-    ax.set_title(f"experiment {context['experiment']}, scale {context['scale']}", fontsize=8)
+    confidence = float(options.get("confidence", 0.95))
+    ax.set_title(
+        f"experiment {context['experiment']}, scale {context['scale']}; "
+        f"{100 * confidence:.0f}% intervals",
+        fontsize=8,
+    )
     ax.grid(alpha=0.3, axis="y")
     fig.tight_layout()
-    data = {"cells": cells.to_dict("records"), "options": dict(options)}
+    intervals = {
+        "confidence": confidence,
+        "value": "value +- z x problem-clustered SE (statistics.clustered_standard_error)",
+    }
+    if relative:
+        intervals["gain"] = (
+            f"paired bootstrap over problems and seeds vs {relative} (statistics.paired_difference)"
+        )
+    data = {"cells": cells.to_dict("records"), "options": dict(options), "intervals": intervals}
     return fig, data
