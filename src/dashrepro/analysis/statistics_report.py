@@ -206,6 +206,12 @@ def markdown_table(frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
     return lines
 
 
+def _section(title: str, text: str, frame: pd.DataFrame, columns: Sequence[str]) -> list[str]:
+    """A report section: its heading, what it shows, the table of ``frame``'s ``columns``."""
+    shown = [c for c in columns if c in frame.columns]
+    return ["", f"## {title}", "", text, "", *markdown_table(frame, shown)]
+
+
 def report_markdown(
     experiment: str,
     cell_stats: pd.DataFrame,
@@ -245,28 +251,23 @@ def report_markdown(
                                "excludes_zero") if c in paired.columns]  # fmt: skip
         lines += markdown_table(paired, columns)
     if lift is not None:
-        lines += [
-            "",
-            "## Lift over the base student",
-            "",
+        lines += _section(
+            "Lift over the base student",
             "Each cell minus the base student's score (the model it was trained from, evaluated "
             "on the same problems), with its paired interval: what training added.",
-            "",
-        ]
-        columns = [c for c in (*KEY, "method_value", "reference_value", "difference", "ci_low",
-                               "ci_high", "excludes_zero") if c in lift.columns]  # fmt: skip
-        lines += markdown_table(lift, columns)
+            lift,
+            (*KEY, "method_value", "reference_value", "difference", "ci_low", "ci_high",
+             "excludes_zero"),
+        )  # fmt: skip
     if changes is not None:
-        lines += [
-            "",
-            "## Did training change the samples?",
-            "",
+        lines += _section(
+            "Did training change the samples?",
             "Per run, at its selected checkpoint: the share of samples whose text differs from "
             "the base student's under the same seeds (NaN where the two were not drawn alike), "
             "and the other methods whose samples are the same on every problem.",
-            "",
-        ]
-        lines += markdown_table(changes, list(changes.columns))
+            changes,
+            changes.columns,
+        )
     lines += ["", "## Held-out selection", ""]
     if heldout is None:
         lines.append(

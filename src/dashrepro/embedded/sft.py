@@ -24,8 +24,8 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 import torch
 
-from dashrepro.data.prompts import TeacherProtocol, render_student_prompt, render_user_turn
-from dashrepro.training.views import TEACHER_VIEWS
+from dashrepro.data.prompts import TeacherProtocol, render_student_prompt
+from dashrepro.training.views import render_teacher_view
 
 
 def sft_target(reference_solution: str, answer: str) -> str:
@@ -50,9 +50,10 @@ def build_sft_examples(
     examples = []
     for row in frame.itertuples(index=False):
         if rng.random() < teacher_fraction:
-            view = TEACHER_VIEWS[teacher_views[rng.randrange(len(teacher_views))]]
-            message = view(row.problem, row.reference_solution, str(row.answer), protocol)
-            prompt = render_user_turn(tokenizer, message)
+            view = teacher_views[rng.randrange(len(teacher_views))]
+            prompt = render_teacher_view(
+                tokenizer, view, row.problem, row.reference_solution, str(row.answer), protocol
+            )
         else:
             prompt = render_student_prompt(tokenizer, row.problem)
         target = sft_target(row.reference_solution, row.answer) + tokenizer.eos_token

@@ -26,8 +26,6 @@ from dashrepro.data.prompts import (
     EVALUATION_INSTRUCTIONS,
     TeacherProtocol,
     render_student_prompt,
-    render_teacher_prompt,
-    render_user_turn,
 )
 from dashrepro.heartbeat import heartbeat
 from dashrepro.io import (
@@ -123,22 +121,17 @@ def shard_prompts(
     ``teacher:answer_only``: what AVSD's teacher reads)."""
     if prompt_role == "student":
         return [render_student_prompt(tokenizer, row.problem, instruction) for row in rows]
-    if prompt_role == "teacher":
-        return [
-            render_teacher_prompt(tokenizer, row.problem, row.reference_solution, protocol)
-            for row in rows
-        ]
-    if prompt_role.startswith("teacher:"):
-        from dashrepro.training.views import TEACHER_VIEWS
+    from dashrepro.training.views import TEACHER_VIEWS, render_teacher_view
 
-        view = TEACHER_VIEWS.get(prompt_role.split(":", 1)[1])
-        if view is not None:
-            return [
-                render_user_turn(
-                    tokenizer, view(row.problem, row.reference_solution, str(row.answer), protocol)
-                )
-                for row in rows
-            ]
+    views = {"teacher": "full", **{f"teacher:{view}": view for view in TEACHER_VIEWS}}
+    if prompt_role in views:
+        return [
+            render_teacher_view(
+                tokenizer, views[prompt_role], row.problem, row.reference_solution,
+                str(row.answer), protocol,
+            )
+            for row in rows
+        ]  # fmt: skip
     raise ValueError(
         "prompt_role must be 'student', 'teacher' or 'teacher:<view>' (a view of "
         f"dashrepro.training.views.TEACHER_VIEWS), got {prompt_role!r}"

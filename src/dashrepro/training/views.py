@@ -22,7 +22,7 @@ import math
 import re
 from collections.abc import Callable
 
-from dashrepro.data.prompts import TeacherProtocol
+from dashrepro.data.prompts import TeacherProtocol, render_user_turn
 
 #: ``--partial_solution_ratio`` of the reference's scripts (scripts/math/train_avsd_qwen3_8b.sh).
 PARTIAL_SOLUTION_RATIO = 0.5
@@ -119,3 +119,11 @@ TEACHER_VIEWS: dict[str, ViewFn] = {
         problem, "answer_only", f"Verified final answer: {final_answer(solution, answer)}"
     ),
 }
+
+
+def render_teacher_view(
+    tokenizer, view: str, problem: str, solution: str, answer: str, protocol: TeacherProtocol
+) -> str:
+    """The teacher's prompt text in ``view``: its user message in the chat template, ready for
+    the reply (``full`` is ``data.prompts.render_teacher_prompt``)."""
+    return render_user_turn(tokenizer, TEACHER_VIEWS[view](problem, solution, answer, protocol))
