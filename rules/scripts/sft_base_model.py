@@ -36,6 +36,7 @@ def main(snakemake) -> None:
         sft["teacher_fraction"],
         sft["seed"],
         teacher_views=tuple(snakemake.params.teacher_views),
+        no_thinking_fraction=sft.get("no_thinking_fraction", 0.0),
     )
     history = run_sft(model, examples, sft, sft["seed"], log=log.info)
     out_dir = Path(snakemake.output.weights).parent

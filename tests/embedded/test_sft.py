@@ -104,3 +104,56 @@ def test_the_warm_start_teaches_every_configured_teacher_view(views):
     ]
     assert all(p == f"<user>{problem}<assistant>" for problem, p in student)
     assert 0.1 < len(student) / len(prompts) < 0.45
+
+
+def test_a_share_of_student_rows_answer_without_reasoning():
+    from dashrepro.data.prompts import TeacherProtocol
+    from dashrepro.embedded.sft import no_thinking_target, sft_target
+
+    protocol = TeacherProtocol.from_config(
+        {
+            "analysis_instruction": VIEW_MARKERS["full"],
+            "transition_instruction": "Now solve.",
+            "teacher_message_template": "{problem} | {reference_solution} | "
+            "{analysis_instruction} {transition_instruction}",
+        }
+    )
+    numbers = range(10, 410)
+    frame = pd.DataFrame(
+        {
+            "problem": [f"What is {a} + 11?" for a in numbers],
+            "reference_solution": [
+                f"1 + {a % 10} = {1 + a % 10}.\nSo {a} + 11 = {a + 11}. "
+                f"The answer is $\\boxed{{{a + 11}}}$."
+                for a in numbers
+            ],
+            "answer": [str(a + 11) for a in numbers],
+        }
+    )
+    tokenizer = _CharTokenizer()
+
+    def responses(fraction):
+        examples = build_sft_examples(
+            frame, tokenizer, protocol, 0.5, seed=0, no_thinking_fraction=fraction
+        )
+        return [("".join(map(chr, ids[:n])), "".join(map(chr, ids[n:]))) for ids, n in examples]
+
+    mixed = responses(0.6)
+    teacher = [r for p, r in mixed if VIEW_MARKERS["full"] in p]
+    student = [r for p, r in mixed if VIEW_MARKERS["full"] not in p]
+    rows = {row.answer: row for row in frame.itertuples()}
+    # The teacher always reasons from its reference; a share of student rows skips the steps
+    # (an empty think block, as Qwen3 without thinking) and states the answer.
+    assert all(r.startswith("<think>\n1 + ") for r in teacher)
+    skipped = [r for r in student if r.startswith("<think>\n\n</think>")]
+    assert 0.45 < len(skipped) / len(student) < 0.75
+    for response in skipped:
+        answer = response.split("\\boxed{")[1].split("}")[0]
+        assert response == no_thinking_target(answer) + tokenizer.eos_token
+    reasoned = [r for r in student if r not in skipped]
+    for response in reasoned:
+        row = rows[response.split("\\boxed{")[1].split("}")[0]]
+        assert response == sft_target(row.reference_solution, row.answer) + tokenizer.eos_token
+    # Without the share, the rows (prompts and responses) are the ones drawn before it existed.
+    assert [p for p, _ in responses(0.0)] == [p for p, _ in mixed]
+    assert not any(r.startswith("<think>\n\n</think>") for _, r in responses(0.0))

@@ -34,6 +34,12 @@ def sft_target(reference_solution: str, answer: str) -> str:
     return f"<think>\n{steps}\n</think>\n\nThe answer is $\\boxed{{{answer}}}$."
 
 
+def no_thinking_target(answer: str) -> str:
+    """A response in Qwen3's non-thinking layout: an empty think block, then the answer at once
+    (what Qwen3 writes with ``enable_thinking=False``)."""
+    return f"<think>\n\n</think>\n\nThe answer is $\\boxed{{{answer}}}$."
+
+
 def build_sft_examples(
     frame: pd.DataFrame,
     tokenizer,
@@ -41,12 +47,21 @@ def build_sft_examples(
     teacher_fraction: float,
     seed: int,
     teacher_views: Sequence[str] = ("full",),
+    no_thinking_fraction: float = 0.0,
 ) -> list[tuple[list[int], int]]:
     """(token ids, prompt length) pairs; a ``teacher_fraction`` of rows use a teacher layout,
     each drawn uniformly from ``teacher_views`` (``training.views.TEACHER_VIEWS``: the layouts
     the configured methods' teachers read, so that each of them is a teacher that can read its
-    context -- AVSD's three views as well as the protocol's message)."""
+    context -- AVSD's three views as well as the protocol's message).
+
+    A ``no_thinking_fraction`` of the student-layout rows answer at once without the worked
+    steps (``no_thinking_target``), so the base student often skips its reasoning and guesses,
+    while the teacher always reasons from its reference: the gap self-distillation closes.
+    """
     rng = random.Random(seed)
+    # Its own stream, so the layouts drawn (which rows are the teacher's, in which view) do not
+    # depend on the no-thinking share.
+    skip_rng = random.Random(f"{seed}:no_thinking")
     examples = []
     for row in frame.itertuples(index=False):
         if rng.random() < teacher_fraction:
@@ -54,9 +69,14 @@ def build_sft_examples(
             prompt = render_teacher_view(
                 tokenizer, view, row.problem, row.reference_solution, str(row.answer), protocol
             )
+            target = sft_target(row.reference_solution, row.answer)
         else:
             prompt = render_student_prompt(tokenizer, row.problem)
-        target = sft_target(row.reference_solution, row.answer) + tokenizer.eos_token
+            if skip_rng.random() < no_thinking_fraction:
+                target = no_thinking_target(str(row.answer))
+            else:
+                target = sft_target(row.reference_solution, row.answer)
+        target += tokenizer.eos_token
         prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         target_ids = tokenizer(target, add_special_tokens=False)["input_ids"]
         examples.append((prompt_ids + target_ids, len(prompt_ids)))
