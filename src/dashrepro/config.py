@@ -44,6 +44,11 @@ VALIDATION_SPLIT = "validation"
 #: get_supported_head_sizes``; it stops the engine on any other, e.g. 24). FlashAttention on a
 #: GPU takes every multiple of 8 up to 256, so an embedded model within this list runs on both.
 VLLM_HEAD_DIMS = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
+#: The values vLLM 0.32.0 accepts as ``max_lora_rank`` (``vllm/config/lora.py``: MaxLoRARanks);
+#: the engine refuses an adapter of a larger rank than its ``max_lora_rank``.
+VLLM_MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+#: ``sampling.vllm.VLLMSampler``'s ``max_lora_rank`` when evaluation.vllm does not set one.
+VLLM_DEFAULT_MAX_LORA_RANK = 64
 
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -206,6 +211,32 @@ def _length_problems(scale: str, spec: Mapping, evaluation: Mapping | None) -> l
     return problems
 
 
+def _lora_rank_problems(scale: str, spec: Mapping, evaluation: Mapping | None) -> list[str]:
+    """A LoRA rank a vLLM engine of this scale could not serve (``evaluation`` as in
+    ``_length_problems``): vLLM evaluation loads every checkpoint's adapter into an engine
+    built with evaluation.vllm.max_lora_rank, and vLLM rollouts build theirs with lora.r."""
+    rank = (spec.get("lora") or {}).get("r")
+    if rank is None:
+        return []
+    problems = []
+    if evaluation is not None and evaluation["backend"] == "vllm":
+        limit = (evaluation.get("vllm") or {}).get("max_lora_rank", VLLM_DEFAULT_MAX_LORA_RANK)
+        if rank > limit:
+            enough = min(r for r in VLLM_MAX_LORA_RANKS if r >= rank) if rank <= 512 else rank
+            problems.append(
+                f"scales.{scale}.lora.r: rank {rank} is above evaluation.vllm.max_lora_rank="
+                f"{limit}, so vLLM would refuse every adapter of this scale at evaluation: set "
+                f"evaluation.vllm.max_lora_rank to {enough} (or lower lora.r)"
+            )
+    if spec["train"].get("rollout_backend") == "vllm" and rank not in VLLM_MAX_LORA_RANKS:
+        problems.append(
+            f"scales.{scale}.lora.r: {rank} is not a rank vLLM accepts as max_lora_rank "
+            f"{VLLM_MAX_LORA_RANKS}, which vLLM rollouts (scales.{scale}.train.rollout_backend: "
+            "vllm) set to lora.r: use one of those ranks"
+        )
+    return problems
+
+
 def check_semantics(config: Mapping) -> list[str]:
     problems = []
     if VALIDATION_SPLIT in config["benchmarks"]:
@@ -225,9 +256,9 @@ def check_semantics(config: Mapping) -> list[str]:
         scale for group in GROUPS for spec in config[group].values() for scale in spec_scales(spec)
     }
     for scale, spec in config["scales"].items():
-        problems += _length_problems(
-            scale, spec, scale_evaluation(config, scale) if scale in evaluated else None
-        )
+        scale_eval = scale_evaluation(config, scale) if scale in evaluated else None
+        problems += _length_problems(scale, spec, scale_eval)
+        problems += _lora_rank_problems(scale, spec, scale_eval)
         train = spec["train"]
         if train["steps"] % train["checkpoint_every"]:
             problems.append(

