@@ -9,7 +9,8 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 # `configfile:` loaded the YAML, then Snakemake merged any --configfile overlays and --config
 # values over it; expand the method grids and defaults into `methods` (in place), then validate
 # the result against the JSON schema, the cross-field rules and the parameter ranges, naming
-# every bad key and the file that set it.
+# every bad key and the file that set it. Each file is read again for that, and a key it gives
+# twice (which Snakemake's loader lets the last win) stops the run, naming the file and lines.
 from dashrepro.analysis.registry import (
     SCORE_KINDS,
     kind_module,

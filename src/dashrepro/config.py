@@ -5,8 +5,10 @@ what a schema cannot: that the report names methods and scales that exist, that 
 the step budget, that lengths fit their context, and that each method's ``params`` and
 ``objective_params`` are exactly the keys its aggregation or objective takes, each within the
 range declared in ``dashrepro.parameters`` (so ``kappa: -5`` or a key that does not apply stops
-the run before any job starts). Every error names the offending key path, the files the
-configuration was merged from, and the file that set the offending value.
+the run before any job starts), and that no number is ``.inf`` or ``.nan``. Every error names
+the offending key path, the files the configuration was merged from, and the file that set the
+offending value. A file with a key given twice, an empty file and a non-UTF-8 one are errors too
+(``read_config_file``), naming the file.
 
     python -m dashrepro.config workflow_config.yaml                       # "ok" or the errors
     python -m dashrepro.config workflow_config.yaml config/experiments/paper.yaml   # an overlay
@@ -20,8 +22,9 @@ Torch-free: Snakemake imports this module while it parses the workflow.
 from __future__ import annotations
 
 import copy
+import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 
 import jsonschema
@@ -69,6 +72,10 @@ def checkpoint_steps(train: Mapping) -> list[int]:
 
 class ConfigError(ValueError):
     """An invalid workflow configuration; the message names every offending key."""
+
+
+class DuplicateKeyError(ConfigError):
+    """A key given twice in one mapping of a config file."""
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
@@ -338,6 +345,23 @@ def _output_problems(group: str, name: str, spec: Mapping, config: Mapping) -> l
     return problems + spec_problems(group, name, dict(spec))
 
 
+def _non_finite(node: object, path: tuple[str, ...] = ()) -> list[str]:
+    """A problem for every float under ``node`` that is ``.inf``, ``-.inf`` or ``.nan``.
+
+    A schema's ``minimum`` cannot catch them (``.inf > 0``; every comparison with NaN is false),
+    and training would only die on them later.
+    """
+    if isinstance(node, float) and not math.isfinite(node):
+        return [f"{'.'.join(path) or '<top level>'}: {node} is not a finite number"]
+    if isinstance(node, Mapping):
+        items = ((str(key), value) for key, value in node.items())
+    elif isinstance(node, list | tuple):
+        items = ((str(index), value) for index, value in enumerate(node))
+    else:
+        return []
+    return [problem for key, value in items for problem in _non_finite(value, (*path, key))]
+
+
 def _origin(key_path: str, sources: Sequence[tuple[str, Mapping]]) -> str | None:
     """The last of ``sources`` (name, mapping) that sets ``key_path`` (``a.b.0.c``)."""
     found = None
@@ -369,6 +393,8 @@ def validate_config(
     file set the offending value.
     """
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    # Before expansion: the key paths are then those of the files, so _origin finds the file.
+    non_finite = _non_finite(config)
     try:
         expand_config(config)
     except ValueError as exc:
@@ -376,6 +402,9 @@ def validate_config(
     problems = schema_errors(config, schema)
     if not problems:
         problems = check_semantics(config)
+    # A key already named (e.g. a NaN kappa, by its range) is not named twice.
+    named = {problem.split(":", 1)[0] for problem in problems}
+    problems += [p for p in non_finite if p.split(":", 1)[0] not in named]
     if problems:
         lines = []
         for problem in problems:
@@ -396,6 +425,8 @@ def snakemake_config_sources(
     for path in [workflow_file, *overlay_files]:
         try:
             sources.append((str(path), read_config_file(path)))
+        except DuplicateKeyError:
+            raise  # Snakemake kept the last value silently: stop before any job
         except ConfigError:
             sources.append((str(path), {}))  # Snakemake has already read it; no attribution
     if overrides:
@@ -403,15 +434,88 @@ def snakemake_config_sources(
     return " + ".join(name for name, _ in sources), sources
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key_path: str, first: int, second: int):
+        super().__init__(f"{key_path} (lines {first} and {second})")
+        self.key_path, self.first, self.second = key_path, first, second
+
+
+def _node_path(node: yaml.Node, target: yaml.Node, path: tuple = (), seen=None) -> tuple | None:
+    """The keys and list indices from ``node`` down to ``target``, or None if not below it."""
+    seen = set() if seen is None else seen
+    if node is target:
+        return path
+    if id(node) in seen:  # an alias met again (YAML allows recursive ones)
+        return None
+    seen.add(id(node))
+    if isinstance(node, yaml.MappingNode):
+        children = [(key.value, value) for key, value in node.value]
+    elif isinstance(node, yaml.SequenceNode):
+        children = list(enumerate(node.value))
+    else:
+        return None
+    for part, child in children:
+        found = _node_path(child, target, (*path, part), seen)
+        if found is not None:
+            return found
+    return None
+
+
+class UniqueKeyLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses a key given twice in one mapping.
+
+    PyYAML (and so Snakemake) keeps the last of them silently: a block pasted twice, or a key
+    set again further down, would override the first without a word.
+    """
+
+    def construct_document(self, node):
+        self._root = node  # for the key path of a duplicate
+        return super().construct_document(node)
+
+    def construct_mapping(self, node, deep=False):
+        lines: dict = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue  # `<<: *anchor` then an explicit key is an override, not a duplicate
+            key = self.construct_object(key_node, deep=True)
+            if not isinstance(key, Hashable):
+                continue  # the base class refuses it with its own message
+            line = key_node.start_mark.line + 1
+            if key in lines:
+                path = (*(_node_path(self._root, node) or ()), key)
+                raise _DuplicateKey(".".join(map(str, path)), lines[key], line)
+            lines[key] = line
+        return super().construct_mapping(node, deep)
+
+
 def read_config_file(path: str | Path) -> dict:
-    """One YAML config file as a mapping; a bad file raises ``ConfigError`` naming it."""
+    """One YAML (or JSON) config file as a mapping; a bad file raises ``ConfigError`` naming it.
+
+    Stricter than Snakemake's loader: a duplicate key is an error, and so is an empty file
+    (Snakemake refuses an empty ``--configfile`` too, but without naming it).
+    """
     path = Path(path)
     try:
-        config = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = exc.object[: exc.start].count(b"\n") + 1
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} on line {line}); "
+            "save it as UTF-8"
+        ) from exc
+    except OSError as exc:
         raise ConfigError(f"{path}: cannot read ({exc})") from exc
+    try:
+        config = yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader: plain data only
+    except _DuplicateKey as exc:
+        raise DuplicateKeyError(
+            f"{path}: duplicate key {exc.key_path} (lines {exc.first} and {exc.second}); "
+            "YAML would keep only the last, silently: keep one"
+        ) from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if config is None:
+        raise ConfigError(f"{path}: empty config file (no keys; Snakemake refuses it too)")
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: expected a mapping at the top level")
     return config
