@@ -62,6 +62,9 @@ rule evaluate_base_model:
         f"{RESULTS}/logs/evaluate_base_model/{{scale}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/evaluate_base_model/{{scale}}.tsv"
+    # First when the base model is ready: it needs both cores, and would otherwise wait for
+    # every single-core job of the DAG to finish (about 2 minutes at the end of the default).
+    priority: 10
     retries: PREEMPTIBLE_RETRIES
     conda:
         GENERATION_ENV

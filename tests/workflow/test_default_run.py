@@ -40,11 +40,6 @@ def selected_samples() -> dict[tuple[str, str, int], pd.DataFrame]:
     return runs
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known: on the default run, dash_grpo_eta0p3_k8 and dash_grpo_eta0p5_k8 write the same "
-    "samples (at K = 8 one problem per 10-step micro-batch; the GRPO term is ~1e-4 of the loss)",
-)
 def test_no_two_distinct_methods_write_the_same_samples():
     runs = selected_samples()
     assert len(runs) > 10
@@ -61,3 +56,36 @@ def test_every_run_moved_away_from_the_base_model():
     comparable = changes[changes["comparable"]]
     assert len(comparable) == len(changes), "every run is compared with the base student"
     assert (comparable["differs_from_base"] > 0).all(), comparable.nsmallest(3, "differs_from_base")
+
+
+def base_accuracy() -> dict:
+    return json.loads((RESULTS / "eval" / "base" / "tiny" / "accuracy.json").read_text())
+
+
+def main_table_rows(name: str) -> pd.DataFrame:
+    """A statistics file's rows for the main table's average column."""
+    frame = pd.read_csv(RESULTS / "statistics" / name)
+    return frame[(frame["table"] == "main_results") & (frame["column"] == "average")]
+
+
+def test_the_base_student_is_right_sometimes_and_the_teacher_mostly():
+    record = base_accuracy()
+    assert 15 <= record["student"]["mean_over_benchmarks"] <= 40, record["student"]
+    assert record["teacher"]["mean_over_benchmarks"] >= 85, record["teacher"]
+
+
+def test_opsd_lifts_the_student_beyond_noise():
+    lift = main_table_rows("base_lift.csv").set_index("row").loc["opsd"]
+    assert lift["difference"] >= 5 and lift["ci_low"] > 0, lift
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known: at 50 problems per stand-in, AVSD's interval against OPSD is -4.5 to 2.3 and "
+    "DASH's (two seeds, resampled) -7.8 to 1.0: more problems would narrow them, at more time",
+)
+def test_every_method_is_told_apart_from_opsd_within_three_points():
+    paired = main_table_rows("paired_differences.csv")
+    assert len(paired) >= 4, paired
+    half_widths = (paired["ci_high"] - paired["ci_low"]) / 2
+    assert (half_widths <= 3).all(), paired.assign(half_width=half_widths)[["row", "half_width"]]
