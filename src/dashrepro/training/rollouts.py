@@ -6,10 +6,11 @@ a seed derived from (run seed, step, global micro-batch), so a rollout does not 
 the micro-batches are spread over processes. Backends (``train.rollout_backend``):
 
 - ``hf`` (default, CPU or GPU): ``sampling.hf.sample_responses`` on the live PEFT model;
-- ``vllm`` (GPU): a colocated vLLM engine in sleep mode; before each micro-batch the current
-  adapter is written to ``<adapter_dir>/rank<r>`` (the trainer's is
-  ``<out_dir>/.resume/rollout-adapter``) and synced into the engine, which sleeps again after
-  sampling so that training gets the GPU memory back.
+- ``vllm``: a colocated vLLM engine; before each micro-batch the current adapter is written to
+  ``<adapter_dir>/rank<r>`` (the trainer's is ``<out_dir>/.resume/rollout-adapter``) and synced
+  into the engine. On a GPU the engine runs in sleep mode and sleeps again after sampling, so
+  that training gets the GPU memory back; vLLM's CPU build has no sleep mode (and no GPU memory
+  to give back), so there the engine stays awake.
 
 A prompt that leaves no room for one response token within ``max_total_length`` is never
 truncated: its micro-batch is skipped (counted in ``skipped_long_prompts``). Each rollout's
@@ -32,6 +33,13 @@ from dashrepro.grading import reward_exact_match
 from dashrepro.sampling import SamplingSettings
 from dashrepro.sampling.hf import sample_responses
 from dashrepro.training.batching import encode
+
+
+def cuda_available() -> bool:
+    """Whether a CUDA device is here (vLLM's sleep mode needs one)."""
+    import torch
+
+    return torch.cuda.is_available()
 
 
 @dataclass
@@ -70,14 +78,16 @@ class RolloutSampler:
         self.settings = sampling_settings(train)
         self.max_total = int(train.get("max_total_length") or 10**9)
         self.sampler = None
+        self.sleep_mode = False
         if self.backend == "vllm":
             from dashrepro.sampling.vllm import VLLMSampler
 
             options = dict(train.get("vllm") or {})
+            self.sleep_mode = cuda_available()
             self.sampler = VLLMSampler(
                 str(base_model),
                 max_lora_rank=lora["r"],
-                enable_sleep_mode=True,
+                enable_sleep_mode=self.sleep_mode,
                 max_model_len=train.get("max_total_length"),
                 **options,
             )
@@ -91,11 +101,19 @@ class RolloutSampler:
         # that training gets the GPU memory back (level 1 keeps the weights in CPU memory).
         folder = self.adapter_dir / f"rank{self.rank}"
         model.save_pretrained(str(folder))
-        self.sampler.wake_up()
+        self._wake_up()
         self.sampler.sync_adapter(folder)
         samples = self.sampler.sample(prompts, settings, seed, adapter_dir=folder)
-        self.sampler.sleep(level=1)
+        self._sleep()
         return samples
+
+    def _wake_up(self) -> None:
+        if self.sleep_mode:
+            self.sampler.wake_up()
+
+    def _sleep(self) -> None:
+        if self.sleep_mode:
+            self.sampler.sleep(level=1)
 
     def teacher_samples(
         self, model, prompts: list[str], settings: SamplingSettings, seed: int
@@ -107,9 +125,9 @@ class RolloutSampler:
         if self.backend == "hf":
             with model.disable_adapter():
                 return sample_responses(model, self.tokenizer, prompts, settings, seed=seed)
-        self.sampler.wake_up()
+        self._wake_up()
         samples = self.sampler.sample(prompts, settings, seed, adapter_dir=None)
-        self.sampler.sleep(level=1)
+        self._sleep()
         return samples
 
     def share(self, policy, data, rows: list[int], seed: int, timings: dict) -> Share:
