@@ -68,11 +68,11 @@ VIEW_MARKERS = {
 }
 
 
-@pytest.mark.parametrize("views", [("full",), ("full", "full_solution", "answer_only")])
-def test_the_warm_start_teaches_every_configured_teacher_view(views):
+def marked_protocol():
+    """A teacher protocol whose message carries the ``full`` view's marker."""
     from dashrepro.data.prompts import TeacherProtocol
 
-    protocol = TeacherProtocol.from_config(
+    return TeacherProtocol.from_config(
         {
             "analysis_instruction": VIEW_MARKERS["full"],
             "transition_instruction": "Now solve.",
@@ -80,6 +80,11 @@ def test_the_warm_start_teaches_every_configured_teacher_view(views):
             "{analysis_instruction} {transition_instruction}",
         }
     )
+
+
+@pytest.mark.parametrize("views", [("full",), ("full", "full_solution", "answer_only")])
+def test_the_warm_start_teaches_every_configured_teacher_view(views):
+    protocol = marked_protocol()
     numbers = range(10, 90)
     frame = pd.DataFrame(
         {
@@ -107,17 +112,9 @@ def test_the_warm_start_teaches_every_configured_teacher_view(views):
 
 
 def test_a_share_of_student_rows_answer_without_reasoning():
-    from dashrepro.data.prompts import TeacherProtocol
     from dashrepro.embedded.sft import no_thinking_target, sft_target
 
-    protocol = TeacherProtocol.from_config(
-        {
-            "analysis_instruction": VIEW_MARKERS["full"],
-            "transition_instruction": "Now solve.",
-            "teacher_message_template": "{problem} | {reference_solution} | "
-            "{analysis_instruction} {transition_instruction}",
-        }
-    )
+    protocol = marked_protocol()
     numbers = range(10, 410)
     frame = pd.DataFrame(
         {
