@@ -70,23 +70,29 @@ TINY_ARCH = {
 }
 
 
-@pytest.fixture(scope="session")
-def tiny_setup(tmp_path_factory, default_config):
-    """A tiny untrained Qwen3 base model folder, its training parquet and tokenizer."""
+def save_tiny_base(folder: Path, architecture: dict, protocol: dict):
+    """An untrained Qwen3 of ``architecture`` with a tokenizer trained on 40 ``add2`` problems,
+    their solutions and the ``protocol`` texts, saved in ``folder`` with its training parquet;
+    returns (folder, parquet, tokenizer)."""
     from dashrepro.embedded.synthetic_data import make_dataset
     from dashrepro.embedded.tiny_model import build_tiny_qwen3
     from dashrepro.embedded.tiny_tokenizer import train_tokenizer
 
     train, _ = make_dataset(40, {"b": {"task": "add2", "n": 2}}, seed=0)
     tokenizer = train_tokenizer(
-        [*train["problem"], *train["reference_solution"], *default_config["protocol"].values()], 400
+        [*train["problem"], *train["reference_solution"], *protocol.values()], 400
     )
     model = build_tiny_qwen3(
-        TINY_ARCH, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, seed=0
+        architecture, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, seed=0
     )
-    folder = tmp_path_factory.mktemp("base")
     model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     data = folder / "train.parquet"
     train.to_parquet(data)
     return folder, data, tokenizer
+
+
+@pytest.fixture(scope="session")
+def tiny_setup(tmp_path_factory, default_config):
+    """A tiny untrained Qwen3 base model folder, its training parquet and tokenizer."""
+    return save_tiny_base(tmp_path_factory.mktemp("base"), TINY_ARCH, default_config["protocol"])
