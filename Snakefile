@@ -27,6 +27,10 @@ include: "rules/select.smk"
 include: "rules/report.smk"
 
 
+onstart:
+    stop_unless_jobs_can_import_vllm()
+
+
 # Run where Snakemake runs (a cluster's login node): the targets, the cheap CPU steps that read
 # other jobs' outputs, and the data preparation and model download, which need the internet that
 # compute nodes often lack.

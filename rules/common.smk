@@ -23,6 +23,7 @@ from dashrepro.config import (  # noqa: E402
     resolve_repo_path,
     snakemake_config_sources,
     validate_config,
+    vllm_backend_problems,
 )
 from dashrepro.hub import SNAPSHOT_RECORD, model_id_of, snapshot_folder  # noqa: E402
 from dashrepro.parameters import teacher_views_of  # noqa: E402
@@ -117,6 +118,26 @@ def training_env(scale):
         or train.get("deepspeed_config")
     )
     return "../envs/gpu.yaml" if gpu else "../envs/cpu.yaml"
+
+
+def stop_unless_jobs_can_import_vllm():
+    """Before any job (onstart: not in a dry run): a job about to run with a vllm backend
+    needs an interpreter with vLLM. Without a deployment method, jobs run in Snakemake's own.
+    """
+    from importlib.util import find_spec
+
+    from snakemake.exceptions import WorkflowError
+    from snakemake.settings.types import DeploymentMethod
+
+    if workflow.deployment_settings.deployment_method & {
+        DeploymentMethod.CONDA,
+        DeploymentMethod.APPTAINER,
+    } or find_spec("vllm"):
+        return
+    rules = {job.rule.name for job in workflow.dag.needrun_jobs()}
+    problems = vllm_backend_problems(config, rules, sys.executable)
+    if problems:
+        raise WorkflowError("\n".join(problems))
 
 
 def gpu_resources(gpus):

@@ -395,3 +395,22 @@ def test_a_vllm_backend_needs_a_head_size_vllm_supports(repo_root, mutate, named
     message = str(error.value)
     assert "scales.tiny.architecture.head_dim" in message and named_by in message
     assert "(32, 64, 80" in message  # the sizes that would do
+
+
+def test_vllm_backend_problems_name_the_keys_of_the_jobs_about_to_run(default_config):
+    from dashrepro.config import vllm_backend_problems
+
+    config = copy.deepcopy(default_config)
+    assert vllm_backend_problems(config, {"generate_checkpoint_responses"}, "py") == []
+    config["evaluation"]["backend"] = "vllm"
+    config["scales"]["tiny"]["train"]["rollout_backend"] = "vllm"
+    # Only the rules about to run count: a table from existing generations needs no vLLM.
+    assert vllm_backend_problems(config, {"table", "grade_checkpoint"}, "py") == []
+    problems = vllm_backend_problems(config, {"evaluate_base_model", "train_lora_tiny"}, "py")
+    assert [p.split(":")[0] for p in problems] == [
+        "evaluation.backend",
+        "scales.tiny.train.rollout_backend",
+    ]
+    assert all("would run in py, which cannot import vllm" in p for p in problems)
+    only_ablation = vllm_backend_problems(config, {"train_lora_tiny_ablation"}, "py")
+    assert only_ablation == []  # tiny_ablation's own train block keeps the hf default

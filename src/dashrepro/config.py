@@ -244,6 +244,30 @@ def _lora_rank_problems(scale: str, spec: Mapping, evaluation: Mapping | None) -
     return problems
 
 
+#: The rules whose jobs sample through ``evaluation.backend``.
+EVALUATION_RULES = ("generate_checkpoint_responses", "evaluate_base_model")
+
+
+def vllm_backend_problems(config: Mapping, rules: set[str], python: str) -> list[str]:
+    """The config keys that send a job of ``rules`` (the rule names about to run) to vLLM when
+    those jobs run in ``python``, which cannot import it (jobs run in Snakemake's own interpreter
+    unless a deployment method such as ``--sdm conda`` gives them ``envs/gpu.yaml``): each
+    problem names the key and the ways out. Checked before any job starts, not at parse, so a
+    dry run or a plan of the paper works anywhere."""
+    keys = []
+    if config["evaluation"]["backend"] == "vllm" and rules & set(EVALUATION_RULES):
+        keys.append("evaluation.backend")
+    for scale, spec in config["scales"].items():
+        if spec["train"].get("rollout_backend") == "vllm" and f"train_lora_{scale}" in rules:
+            keys.append(f"scales.{scale}.train.rollout_backend")
+    return [
+        f"{key}: vllm, but the jobs that need it would run in {python}, which cannot import "
+        "vllm: run Snakemake from the GPU environment (envs/gpu.yaml), add --sdm conda so that "
+        f"those jobs get it, or set {key}: hf"
+        for key in keys
+    ]
+
+
 def check_semantics(config: Mapping) -> list[str]:
     problems = []
     if VALIDATION_SPLIT in config["benchmarks"]:

@@ -180,3 +180,16 @@ def test_a_change_reruns_only_what_it_touches(
 ):
     assert rerun_scope(repo_root, up_to_date_paper, lambda c: None) == {}
     assert rerun_scope(repo_root, up_to_date_paper, mutate) == expected, change
+
+
+def test_a_vllm_backend_without_vllm_stops_before_any_job_and_dry_runs_anyway(repo_root, tmp_path):
+    # .venv has no vLLM and no --sdm conda is given: the jobs would run in this interpreter.
+    (tmp_path / "config.yaml").write_text("evaluation:\n  backend: vllm\n")
+    dry = snakemake_in(repo_root, tmp_path, "-n", "all")
+    assert dry.returncode == 0, (dry.stdout + dry.stderr)[-3000:]
+    done = snakemake_in(repo_root, tmp_path, "--cores", "1", "all")
+    out = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "evaluation.backend: vllm, but the jobs that need it would run in" in out, out[-3000:]
+    assert "--sdm conda" in out and "set evaluation.backend: hf" in out
+    assert not (tmp_path / "results").exists(), "a job started"
