@@ -24,7 +24,7 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VLLM_VENV = REPO_ROOT / ".venv-vllm"
 CASES = sorted((REPO_ROOT / "tests" / "vllm_cpu").glob("vllm_*_cases.py"))
-#: The cases take ~2-3 minutes on 2 cores (three engine starts of ~20 s); a hang ends here.
+#: The cases take ~5 minutes on 2 cores (eight engine starts of ~20 s); a hang ends here.
 CASES_TIMEOUT_S = 900
 
 
