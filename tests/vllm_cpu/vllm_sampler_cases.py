@@ -60,9 +60,11 @@ def tiny(tmp_path_factory, default_config):
         "a8": save_random_lora(folder, tmp_path_factory.mktemp("a8") / "adapter", 8, seed=1),
         "a16": save_random_lora(folder, tmp_path_factory.mktemp("a16") / "adapter", 16, seed=2),
     }
-    for method in TRAINED:
+    for seed, method in enumerate(TRAINED):
+        # Seeds apart: from one seed, two Adam steps (each close to lr x the gradient's sign)
+        # leave OPSD's and DASH's adapters too alike to tell apart by their greedy tokens.
         out = tmp_path_factory.mktemp(method)
-        distillation_recipe(folder, data, default_config, method, out, TRAIN).train()
+        distillation_recipe(folder, data, default_config, method, out, TRAIN, seed=seed).train()
         adapters[method] = out / "checkpoint-2"
     problems = read_parquet(data)["problem"][:N_PROMPTS]
     prompts = [render_student_prompt(tokenizer, p) for p in problems]
@@ -98,10 +100,11 @@ def test_greedy_matches_hf_generate_record_for_record(tiny, adapter):
             assert sampler.tokenizer.eos_token not in g.text
         else:
             assert len(g.token_ids) == MAX_NEW and eos not in g.token_ids
-    # Both conventions are checked: the base model's responses end both ways (the adapters'
-    # mostly stop).
+    # Both conventions are checked: the base model's responses end both ways (the random
+    # adapters' mostly stop; the trained ones, two large steps from a random model, run on).
     endings = {s.finish_reason for s in got}
-    assert endings == {"stop", "length"} if adapter is None else "stop" in endings
+    if adapter is None:
+        assert endings == {"stop", "length"}
 
 
 def test_adapters_change_the_greedy_tokens(tiny):
