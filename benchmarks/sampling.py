@@ -95,8 +95,7 @@ def measure(backend: str, folder: Path, settings: SamplingSettings, k: int, engi
     seconds = time.perf_counter() - started
     tokens = sum(len(s.token_ids) for s in samples)
     if backend == "vllm":
-        sampler.llm.llm_engine.engine_core.shutdown()
-        del sampler.llm
+        sampler.shutdown()
     del sampler
     gc.collect()
     return {"startup": startup, "seconds": seconds, "tokens": tokens, "samples": len(samples)}

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from transformers import AutoTokenizer
-from vllm_support import ENGINE_KWARGS, hf_greedy, save_model, shutdown
+from vllm_support import ENGINE_KWARGS, hf_greedy, save_model
 
 from dashrepro.sampling import SamplingSettings, make_sampler
 from dashrepro.sampling.hf import load_policy
@@ -52,7 +52,7 @@ def qwen3(tmp_path_factory):
     )
     print(f"[vllm] engine start (Qwen3 vocabulary) {time.monotonic() - started:.1f} s")
     yield {"folder": folder, "tokenizer": tokenizer, "sampler": sampler}
-    shutdown(sampler)
+    sampler.shutdown()
 
 
 def render(tokenizer, problem: str, thinking: bool) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from vllm_support import ENGINE_KWARGS, distillation_recipe, hf_greedy, shutdown, trainable_base
+from vllm_support import ENGINE_KWARGS, distillation_recipe, hf_greedy, trainable_base
 
 from dashrepro.sampling.hf import load_policy
 from dashrepro.training.recipe import DistillationRecipe
@@ -65,7 +65,7 @@ def run_and_shut_down(run: DistillationRecipe) -> None:
     try:
         run.train()
     finally:
-        shutdown(run.rollouts.sampler)
+        run.rollouts.sampler.shutdown()
 
 
 def adapter_weights(out_dir: Path, step: int) -> dict[str, torch.Tensor]:

@@ -19,7 +19,6 @@ from vllm_support import (
     hf_greedy,
     hf_token_logprobs,
     save_random_lora,
-    shutdown,
     trainable_base,
 )
 
@@ -74,7 +73,7 @@ def tiny(tmp_path_factory, default_config):
     )
     print(f"[vllm] engine start {time.monotonic() - started:.1f} s")
     yield {"folder": folder, "adapters": adapters, "prompts": prompts, "sampler": sampler}
-    shutdown(sampler)
+    sampler.shutdown()
 
 
 ADAPTERS = [None, "a8", "a16", *TRAINED]
@@ -193,7 +192,7 @@ def test_request_seeds_reproduce_within_and_across_engine_starts(tiny):
     try:
         again = {"base": draw(second, 5), "a8": draw(second, 5, adapter)}
     finally:
-        shutdown(second)
+        second.shutdown()
     same = sum(
         a == b
         for a, b in zip(first["base"] + first["a8"], again["base"] + again["a8"], strict=True)

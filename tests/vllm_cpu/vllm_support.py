@@ -9,7 +9,6 @@ stop by themselves and others run to the length cap.
 
 from __future__ import annotations
 
-import gc
 from pathlib import Path
 
 import torch
@@ -108,13 +107,6 @@ def hf_token_logprobs(model, prompt_ids: list[int], response_ids: list[int]) -> 
     logits = model(input_ids=ids).logits[0, len(prompt_ids) - 1 : -1].float()
     logprobs = torch.log_softmax(logits, dim=-1)
     return logprobs.gather(1, torch.tensor(response_ids)[:, None])[:, 0].tolist()
-
-
-def shutdown(sampler) -> None:
-    """Stop a ``VLLMSampler``'s engine process and its workers now, not at interpreter exit."""
-    sampler.llm.llm_engine.engine_core.shutdown()
-    del sampler.llm
-    gc.collect()
 
 
 def trainable_base(folder: Path, protocol: dict) -> tuple[Path, Path, object]:

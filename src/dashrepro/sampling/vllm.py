@@ -273,6 +273,16 @@ class VLLMSampler:
     def _decode(self, token_ids: list[int]) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=False)
 
+    def shutdown(self) -> None:
+        """Stop the engine's process and its workers now, not at interpreter exit (a benchmark
+        or a test that starts engines one after another needs their memory back); the sampler
+        cannot sample afterwards."""
+        import gc
+
+        self.llm.llm_engine.engine_core.shutdown()
+        del self.llm
+        gc.collect()
+
     def sleep(self, level: int = 1) -> None:
         """Free the engine's GPU memory while a colocated trainer runs.
 
