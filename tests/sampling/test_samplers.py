@@ -391,3 +391,24 @@ def test_vllm_sampler_on_a_tiny_qwen3(tmp_path):
     sampler.sync_adapter(adapter)
     retuned = sampler.sample(prompts, settings, seed=3, adapter_dir=adapter)
     assert [s.token_ids for s in retuned] != [s.token_ids for s in tuned]
+
+
+def test_sample_responses_sends_the_prompts_to_the_models_device(tiny_model_dir):
+    """A policy on a GPU takes no CPU tensors (the trainer's HF rollouts and load_policy's
+    policy sit on the GPU there). A stand-in model reports another device and records where
+    the prompts arrive; the CPU has no second device to run on."""
+    _, tokenizer, prompts = tiny_model_dir
+
+    class ElsewhereModel(torch.nn.Module):
+        device = torch.device("meta")
+        training = False
+
+        def generate(self, input_ids, attention_mask, **kwargs):
+            self.seen = (input_ids.device, attention_mask.device)
+            rows = torch.full((input_ids.shape[0], 2), tokenizer.eos_token_id)
+            return torch.cat([torch.zeros_like(input_ids, device="cpu"), rows], dim=1)
+
+    model = ElsewhereModel()
+    samples = sample_responses(model, tokenizer, prompts[:2], SamplingSettings(), seed=0)
+    assert model.seen == (torch.device("meta"), torch.device("meta"))
+    assert [s.finish_reason for s in samples] == ["stop", "stop"]

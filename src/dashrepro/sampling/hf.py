@@ -52,8 +52,10 @@ def sample_responses(
             chunk = encoded[start : start + settings.batch_size]
             ids, mask = left_pad(chunk, pad_id)
             out = model.generate(
-                input_ids=ids,
-                attention_mask=mask,
+                # On the model's device: a policy on a GPU (the trainer's, or load_policy's)
+                # takes no CPU tensors.
+                input_ids=ids.to(model.device),
+                attention_mask=mask.to(model.device),
                 do_sample=True,
                 temperature=settings.temperature,
                 top_p=settings.top_p,
@@ -106,7 +108,8 @@ class ModelSampler:
 
 
 def load_policy(base_model_dir: str | Path, adapter_dir: str | Path | None):
-    """The base model (fp32, eval mode), with the LoRA adapter in ``adapter_dir`` if given."""
+    """The base model (fp32, eval mode, on the GPU where there is one), with the LoRA adapter in
+    ``adapter_dir`` if given."""
     from transformers import AutoModelForCausalLM
 
     model = AutoModelForCausalLM.from_pretrained(str(base_model_dir), dtype=torch.float32)
@@ -114,6 +117,8 @@ def load_policy(base_model_dir: str | Path, adapter_dir: str | Path | None):
         from dashrepro.training.checkpointing import load_adapter
 
         model = load_adapter(model, adapter_dir)
+    if torch.cuda.is_available():
+        model = model.to("cuda")
     model.eval()
     return model
 

