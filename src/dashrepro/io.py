@@ -167,6 +167,20 @@ def read_csv(path: str | os.PathLike, required: Sequence[str] = ()) -> pd.DataFr
     return frame
 
 
+def read_parquet_columns(path: str | os.PathLike) -> list[str]:
+    """The column names of a parquet file (its schema only), or an error naming the file."""
+    import pyarrow.parquet as pq
+
+    try:
+        return list(pq.read_schema(path).names)
+    except FileNotFoundError:
+        raise UnreadableFileError(f"{path}: no such file") from None
+    except Exception as exc:
+        raise UnreadableFileError(
+            f"{path}: cannot read as parquet ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
 def read_parquet_record(path: str | os.PathLike) -> dict | None:
     """The record :func:`write_parquet` stored in ``path`` (None if it has none)."""
     import pyarrow.parquet as pq

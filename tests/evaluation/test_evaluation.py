@@ -46,6 +46,25 @@ def test_grade_and_summarize_counts_flags():
     assert summary["checkpoint"] == "m/s/seed0/step20"
 
 
+def test_the_summary_counts_the_verdicts_each_answer_form_normalisation_changed():
+    """A user sees what the grader did beyond the paper's plain check: per benchmark, how many
+    verdicts a normalisation turned right, and by which; plain verdicts carry none."""
+    graded, summary = grade_and_summarize(
+        responses([("\\boxed{1\\,000}", "1000"), ("\\boxed{12^\\circ}", "12"),
+                   ("\\boxed{42 \\pmod{1000}}", "42"), ("\\boxed{3, 375}", "3375"),
+                   ("\\boxed{7}", "7"), ("\\boxed{1042 \\pmod{1000}}", "42")]),
+        ["b"],
+        {"grading_workers": 0, "grading_timeout_s": 5.0},
+    )  # fmt: skip
+    assert list(graded["correct"]) == [True, True, True, False, True, False]
+    names = [n if isinstance(n, str) else None for n in graded["grading_normalisation"]]
+    assert names == ["digit_grouping", None, "modulus", None, None, None]
+    bench = summary["benchmarks"]["b"]
+    assert bench["n_normalised"] == 2
+    assert bench["n_normalised_digit_grouping"] == 1 and bench["n_normalised_modulus"] == 1
+    assert bench["n_normalised_units"] == 0  # math-verify reads 12^\circ as 12 by itself
+
+
 def test_the_validation_split_is_graded_and_summarised_apart():
     frame = pd.concat(
         [

@@ -37,6 +37,8 @@ def grade_samples(
     graded["extracted"] = [g["extracted"] for g in grades]
     graded["correct"] = [bool(g["correct"]) for g in grades]
     graded["grading_path"] = [g["path"] for g in grades]
+    # Which answer-form normalisations turned a wrong verdict right (None: the plain verdict).
+    graded["grading_normalisation"] = [g["normalisation"] for g in grades]
     graded["grading_seconds"] = [float(g["seconds"]) for g in grades]
     graded = graded[SAMPLE_COLUMNS]
     graded.attrs.update(responses.attrs)

@@ -50,7 +50,14 @@ RESPONSE_COLUMNS = [
     "finish_reason",
     "gold",
 ]
-SAMPLE_COLUMNS = [*RESPONSE_COLUMNS, "extracted", "correct", "grading_path", "grading_seconds"]
+SAMPLE_COLUMNS = [
+    *RESPONSE_COLUMNS,
+    "extracted",
+    "correct",
+    "grading_path",
+    "grading_normalisation",
+    "grading_seconds",
+]
 
 
 def shard_seed(base_seed: int, shard_key: str) -> int:

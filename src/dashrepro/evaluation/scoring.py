@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from dashrepro.io import read_json, read_parquet
+from dashrepro.grading.symbolic import NORMALISATION_NAMES, count_normalisations
+from dashrepro.io import read_json, read_parquet, read_parquet_columns
 
 #: The sample columns a summary is computed from (a projection: responses are not read).
 SUMMARY_INPUT_COLUMNS = [
@@ -31,6 +32,8 @@ SUMMARY_INPUT_COLUMNS = [
     "finish_reason",
     "grading_path",
 ]
+#: Read too where present: samples graded before the answer-form normalisations had none.
+OPTIONAL_SUMMARY_COLUMNS = ["grading_normalisation"]
 
 #: Grading paths counted in the summary, by the summary's key.
 PATH_COUNTS = {
@@ -51,6 +54,19 @@ def unbiased_pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return 1.0 - math.comb(n - c, k) / math.comb(n, k)
+
+
+def normalisation_counts(rows: pd.DataFrame) -> dict[str, int]:
+    """``n_normalised`` (verdicts an answer-form normalisation turned right) and, per
+    normalisation, ``n_normalised_<name>`` (a chain counts for each of its names)."""
+    if "grading_normalisation" not in rows:
+        counts = dict.fromkeys([*NORMALISATION_NAMES, "any"], 0)
+    else:
+        counts = count_normalisations(rows[["grading_normalisation"]])
+    return {
+        "n_normalised": counts["any"],
+        **{f"n_normalised_{name}": counts[name] for name in NORMALISATION_NAMES},
+    }
 
 
 def summarize_samples(samples: pd.DataFrame, benchmark_order: list[str]) -> dict:
@@ -80,6 +96,7 @@ def summarize_samples(samples: pd.DataFrame, benchmark_order: list[str]) -> dict
             "n_samples": len(rows),
             "n_truncated": int((rows["finish_reason"] == "length").sum()),
             **{key: int((rows["grading_path"] == path).sum()) for key, path in PATH_COUNTS.items()},
+            **normalisation_counts(rows),
         }
     return {
         "benchmarks": per_benchmark,
@@ -123,7 +140,9 @@ def load_checked_summary(
 ) -> dict:
     """The stored summary, after checking that its samples reproduce every number in it."""
     stored = read_json(summary_path)
-    samples = read_parquet(samples_path, columns=SUMMARY_INPUT_COLUMNS)
+    present = set(read_parquet_columns(samples_path))
+    optional = [c for c in OPTIONAL_SUMMARY_COLUMNS if c in present]
+    samples = read_parquet(samples_path, columns=[*SUMMARY_INPUT_COLUMNS, *optional])
     try:
         recomputed = summarize_samples(samples, list(benchmarks))
     except (KeyError, TypeError, ValueError) as exc:

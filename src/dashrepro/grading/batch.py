@@ -59,7 +59,16 @@ def _worker_main(conn, timeout_s: float) -> None:
                 res = _result(exact_fallback_match(extracted, gold), extracted, "error", 0, repr(e))
             # A flat tuple is cheaper to pickle than the dict; the parent already knows
             # the extracted string.
-            conn.send((idx, res["correct"], res["path"], time.perf_counter() - t0, res["error"]))
+            conn.send(
+                (
+                    idx,
+                    res["correct"],
+                    res["path"],
+                    time.perf_counter() - t0,
+                    res["error"],
+                    res["normalisation"],
+                )
+            )
 
 
 class _Slot:
@@ -257,8 +266,10 @@ class _GradingPool:
             if msg[0] == "ready":
                 slot.ready = True
                 continue
-            idx, correct, path, seconds, error = msg
-            self._record(idx, _result(correct, self.extracted_of[idx], path, seconds, error))
+            idx, correct, path, seconds, error, normalisation = msg
+            self._record(
+                idx, _result(correct, self.extracted_of[idx], path, seconds, error, normalisation)
+            )
             slot.pos += 1
             slot.item_t0 = time.monotonic()
             if slot.chunk is not None and slot.pos >= len(slot.chunk):

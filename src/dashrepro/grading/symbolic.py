@@ -48,10 +48,28 @@ Protocol of :func:`grade_response` (the decisions the paper leaves open, made ex
    exceptions and timeouts are never memoised, empty parses are). Model output is never ``eval``-ed:
    math-verify parses it with latex2sympy / sympy's ``parse_expr`` only.
 
+9. Answer-form normalisations (issue 24; a deliberate addition to the paper's protocol, made
+   visible per sample): when steps 2-7 give ``correct=False`` by ``math_verify``,
+   ``exact_fallback`` or ``partial_parse`` (never after a ``timeout`` or ``error``), and the
+   normalised box is at most ``NORMALISATION_MAX_CHARS`` characters, the named functions of
+   ``NORMALISATIONS`` are applied to the prediction one after the other, in table order, each
+   to the previous one's output. After every one that changes the string, the result is
+   graded by math-verify again (same parse/first-match/verify rules, the gold's parse reused;
+   no exact fallback); the first ``True`` ends the search and the sample is recorded with
+   ``path="math_verify"``, ``error=None`` and ``normalisation`` = the names of the
+   normalisations that changed the string so far, joined by ``"+"``. The gold is never
+   rewritten. Only a ``False`` can become ``True``, so an answer that verifies as written
+   never changes verdict, and the paper's plain verdict of a sample is
+   ``correct and normalisation is None``. These re-checks share the item's ``timeout_s`` budget
+   (each under a SIGALRM of the whole seconds left; none started with under a second left;
+   a timeout ends the search and keeps the plain verdict). :func:`count_normalisations`
+   counts the verdicts each normalisation changed.
+
 Every result dict has keys ``correct`` (bool), ``extracted`` (str | None), ``path``
 (``"math_verify" | "exact_fallback" | "partial_parse" | "no_boxed" | "timeout" | "error"``),
-``seconds`` (float, grading wall time of that item) and ``error`` (str | None, at most
-``ERROR_TEXT_LIMIT`` characters plus a note of how many were cut).
+``seconds`` (float, grading wall time of that item), ``error`` (str | None, at most
+``ERROR_TEXT_LIMIT`` characters plus a note of how many were cut) and ``normalisation``
+(str | None: which normalisations turned a ``False`` into ``True``, step 9).
 
 Threads: math-verify's timeout uses ``signal.alarm``, which only works in the main
 thread. :func:`grade_response` therefore refuses to run outside the main thread (it
@@ -62,10 +80,16 @@ user, a calling *script* needs the ``if __name__ == "__main__":`` guard (the chi
 import the parent's main module); without it the workers fail to start and grade_batch
 raises ``RuntimeError`` after three start-up failures.
 
-What the protocol knowingly gets wrong (each pinned by a test in ``tests/grading``): a
-thin-space thousands separator (``1\\,000`` is not 1000), a ``\\pmod`` suffix (``5 \\pmod{7}``
-is not 5), and ``\\pm 2`` against a single-valued gold ``2`` (it does equal the two-valued gold
-``2, -2``): math-verify reads them literally, and so does the paper's protocol.
+What math-verify alone reads literally and step 9 now accepts (each pinned by a test in
+``tests/grading``): digit grouping (``1\\,000``, ``1 000``), units and degree signs
+(``12°``, ``12\\degree``), modular annotations (``42 \\pmod{1000}``; the annotated number is
+taken literally, so ``1042 \\pmod{1000}`` is not 42 -- the AIME gold is the residue itself),
+punctuation inside math delimiters (``$42.$``), a ``\\pm`` inside a fraction against the two
+roots, and repeating decimals (``0.\\overline{4}`` = 4/9). Still literal: ``\\pm 2`` against a
+single-valued gold ``2`` is wrong (it equals the two-valued gold ``2, -2``); ``3, 375`` (comma
+and space) is a list, never 3375; ``(3, 375)`` and ``[3, 375]`` stay a tuple and an interval.
+math-verify's own reading of the *binary* ``\\mod`` stands (``1042 \\mod 1000`` evaluates to 42
+before step 9 is reached).
 
 Hard timeout: with CPython 3.11, sympy 1.14 and math-verify 0.9.0 (no gmpy2), the
 exponent tower ``9^{9^{9^{9^{9}}}}`` vs ``1`` is in fact stopped by math-verify's SIGALRM
@@ -89,11 +113,16 @@ import math
 import re
 import threading
 import time
+from fractions import Fraction
 from typing import Any
 
 __all__ = [
     "ERROR_TEXT_LIMIT",
+    "NORMALISATIONS",
+    "NORMALISATION_MAX_CHARS",
+    "NORMALISATION_NAMES",
     "PATHS",
+    "count_normalisations",
     "extract_last_boxed",
     "exact_fallback_match",
     "grade_response",
@@ -173,6 +202,306 @@ def normalise_box(content: str) -> str:
     return s
 
 
+# ---------------------------------------------------------------------------------------
+# Answer-form normalisations (protocol step 9): tried only after the plain check said False
+# ---------------------------------------------------------------------------------------
+
+#: Longest normalised box the step-9 normalisations are tried on. Integer-answer forms are short;
+#: the cap also keeps every regex below (some are anchored at the end and searched from each
+#: start position) far from quadratic blow-ups on megabyte boxes, and keeps ``int()`` of digit
+#: strings under CPython's 4300-digit limit.
+NORMALISATION_MAX_CHARS = 500
+
+# LaTeX spacing a model puts between a number and what follows it.
+_SP = r"(?:\s|~|\\[,;:! ]|\\quad|\\qquad)"
+_TEXT_CMD = r"\\(?:text|textrm|textnormal|mathrm|mbox|operatorname)\s*"
+
+
+_DELIMITER_PAIRS = (("$$", "$$"), ("$", "$"), ("\\[", "\\]"), ("\\(", "\\)"))
+_ANY_DELIMITER = ("$", "\\(", "\\)", "\\[", "\\]")
+
+
+def _norm_math_delimiters(s: str, gold: str) -> str:
+    """Unwrap one pair of math delimiters (``$$...$$``, ``$...$``, ``\\[...\\]``, ``\\(...\\)``)
+    around the whole box and drop sentence punctuation inside them (``\\boxed{$42.$}``,
+    ``\\boxed{\\(42,\\)}``). Why: a box that carries its own delimiters is not wrapped again, so
+    math-verify sees the ``42.`` inside and parses only a fragment (or nothing); punctuation
+    outside the delimiters is already removed by :func:`normalise_box`. Only a single pair that
+    spans the whole box is removed: ``$3$ and $4$`` stays as it is."""
+    for left, right in _DELIMITER_PAIRS:
+        if len(s) > len(left) + len(right) and s.startswith(left) and s.endswith(right):
+            inner = s[len(left) : len(s) - len(right)]
+            if any(d in inner for d in _ANY_DELIMITER):
+                return s
+            inner = normalise_box(inner)
+            return inner if inner else s
+    return s
+
+
+_ANSWER_PREFIX = r"(?:the\s+)?(?:final\s+)?answer(?:\s+is)?\s*[:=]?"
+_PREFIX_TEXT_ALONE = re.compile(
+    r"^\\(?:text|textbf|textit|textrm|mathrm|mbox)\s*\{\s*"
+    + _ANSWER_PREFIX
+    + r"\s*\}(?P<rest>.+)$",
+    re.IGNORECASE | re.DOTALL,
+)
+_PREFIX_TEXT_WITH_ANSWER = re.compile(
+    r"^\\(?:text|textbf|textit|textrm|mathrm|mbox)\s*\{\s*"
+    + _ANSWER_PREFIX
+    + r"\s+(?P<rest>[^{}]+)\}$",
+    re.IGNORECASE,
+)
+_PREFIX_PLAIN = re.compile(
+    r"^" + _ANSWER_PREFIX + r"(?![A-Za-z])\s*(?P<rest>.+)$", re.IGNORECASE | re.DOTALL
+)
+
+
+def _norm_answer_prefix(s: str, gold: str) -> str:
+    """Drop a leading "The answer is" / "Final answer:" / "Answer:" inside the box, plain or in a
+    ``\\text{}`` (``\\boxed{\\text{The answer is } 1\\,000}``). Why: it is sentence text, not part
+    of the answer; math-verify copes with it alone, but not combined with another form below, and
+    a later normalisation must see the bare answer. Only the prefix goes: what follows it is
+    graded as written."""
+    for pattern in (_PREFIX_TEXT_ALONE, _PREFIX_TEXT_WITH_ANSWER, _PREFIX_PLAIN):
+        m = pattern.match(s)
+        if m and m.group("rest").strip():
+            return normalise_box(m.group("rest"))
+    return s
+
+
+# Words that make trailing \text{...} a statement rather than a unit ("12 \text{ or more}").
+_NOT_UNIT_WORDS = frozenset(
+    "or and nor not no is are to plus minus times mod modulo if else otherwise but except than "
+    "more less least most at approximately approx about around".split()
+)
+_UNIT_TAIL = re.compile(
+    r"(?:"
+    r"°|º|\\degree(?:s)?(?![A-Za-z])"  # 12°, 12\degree
+    r"|\^\s*\\circ(?![A-Za-z])|\^\s*\{\s*\\circ\s*\}"  # 12^\circ, 12^{\circ}
+    r"|\^\s*\{\s*\\degree\s*\}|\\circ(?![A-Za-z])"
+    r"|" + _TEXT_CMD + r"\{\s*(?P<words>[A-Za-z]+(?:[ .~]+[A-Za-z]+){0,2}\.?)\s*\}"  # \text{ cm}
+    r"(?:\s*\^\s*(?:[23]|\{\s*[23]\s*\}))?"  # \text{ cm}^2
+    r")" + _SP + r"*$"
+)
+_NUMBER_END = re.compile(r"(?:\d|\})$")
+
+
+def _norm_units(s: str, gold: str) -> str:
+    """Drop degree marks and unit words after a number: ``°``, ``\\degree``, ``^\\circ``,
+    ``^{\\circ}``, and up to three words in ``\\text{}``/``\\mathrm{}``/``\\mbox{}`` (``\\text{ cm}``,
+    ``\\text{ degrees}``, ``\\text{ cm}^2``). Why: math-verify drops ``^\\circ`` and
+    ``\\text{ cm}`` itself but fails on ``°`` and ``\\degree`` (only a fragment parses), and a
+    unit after another form (``\\text{ cm}`` after ``1\\,000``) must go before that form is
+    fixed. Only a tail after something ending in a digit or ``}`` is removed, the number itself
+    is kept (``13°`` is still 13), and text with a connective (``\\text{ or more}``) is not a
+    unit."""
+    out = s
+    for _ in range(4):  # at most a few stacked marks: 12^\circ\text{ C}
+        m = _UNIT_TAIL.search(out)
+        if not m:
+            break
+        words = m.group("words")
+        if words and any(
+            w.lower().strip(".") in _NOT_UNIT_WORDS for w in re.split(r"[ .~]+", words)
+        ):
+            break
+        head = re.sub(_SP + r"+$", "", out[: m.start()]).rstrip()
+        if not _NUMBER_END.search(head):
+            break
+        out = head
+    return out
+
+
+_MOD_TAIL = re.compile(
+    _SP + r"*(?P<open>\(|\\left\s*\()?" + _SP + r"*"
+    r"(?:\\pmod|\\bmod|\\mod|" + _TEXT_CMD + r"\{\s*(?P<open2>\()?\s*mod\s*\}|(?<![A-Za-z\\])mod)"
+    r"(?![A-Za-z])"
+    + _SP
+    + r"*(?:\{\s*\d+\s*\}|\d+)"
+    + _SP
+    + r"*(?P<close>\)|\\right\s*\))?"
+    + _SP
+    + r"*$"
+)
+
+
+def _norm_modulus(s: str, gold: str) -> str:
+    """Drop a modular annotation after the answer: ``\\pmod{1000}``, ``\\pmod 1000``,
+    ``\\bmod 1000``, ``\\mod 1000``, ``mod 1000``, ``(\\text{mod } 1000)``. Why: AIME asks for a
+    remainder and models restate the modulus; math-verify reads ``\\pmod``/``mod`` as a product
+    or fails. The number before it is taken literally: the gold is the residue itself, so
+    ``1042 \\pmod{1000}`` against 42 stays wrong (the model did not reduce). The modulus must be
+    a number, parentheses must pair, and something ending in a digit or ``}`` must remain."""
+    m = _MOD_TAIL.search(s)
+    if not m:
+        return s
+    opened = bool(m.group("open")) or bool(m.group("open2"))
+    if opened != bool(m.group("close")):
+        return s
+    head = s[: m.start()].rstrip()
+    if not _NUMBER_END.search(head):
+        return s
+    return head
+
+
+# One separator kind between digit groups; the backreference keeps it the same throughout.
+# Plain spaces around a spacing command are dropped first (_SPACED_SEP), so "1\,000\, 000" has
+# one kind of separator.
+_SPACED_SEP = re.compile(r"\s*(\\[,;:]|\\thinspace(?![A-Za-z])|\{,\})\s*")
+_GROUP_SEP = r"(?P<sep>\\[,;: ]|\\thinspace|\{,\}|~| |'|,)"
+_GROUPED_NUMBER = re.compile(
+    r"^(?P<lhs>[A-Za-z](?:_\{?[A-Za-z0-9]+\}?)?\s*=\s*)?(?P<sign>[+-]?)(?P<first>\d{1,3})"
+    + _GROUP_SEP
+    + r"\d{3}(?:(?P=sep)\d{3})*(?P<frac>\.\d+)?$"
+)
+_SINGLE_NUMBER = re.compile(r"^\$?\s*[+-]?\d+(?:\.\d+)?\s*\$?$")
+
+
+def _norm_digit_grouping(s: str, gold: str) -> str:
+    """Join digit groups when the whole box is one number written with thousands separators:
+    ``1\\,000``, ``1\\ 000``, ``1{,}000``, ``1 000``, ``1~000``, ``12'345``, also after a variable
+    (``x = 1\\,000``, kept as written). Why: math-verify reads ``1\\,000`` and ``1 000`` as
+    1*000 = 0. The groups must be well-formed (1-3 digits, then groups of exactly three, one
+    separator kind throughout), so ``3,75`` or ``1 00`` stay as written.
+    A plain comma (``3,375``) is joined only when the gold is a single number, since ``3,375``
+    may also be a list; ``3, 375`` (comma and space) is never joined, nor a tuple or interval
+    ``(3, 375)``/``[3, 375]`` (brackets do not match)."""
+    t = _SPACED_SEP.sub(r"\1", s)
+    m = _GROUPED_NUMBER.match(t)
+    if not m:
+        return s
+    if m.group("sep") == "," and not _SINGLE_NUMBER.match(gold):
+        return s
+    number = t[m.start("first") : m.start("frac") if m.group("frac") else len(t)]
+    lhs = m.group("lhs") or ""
+    return lhs + m.group("sign") + re.sub(r"\D", "", number) + (m.group("frac") or "")
+
+
+_REPEATING = re.compile(
+    r"(?<![\d.])(?P<int>\d*)\.(?P<fixed>\d*)\\(?:overline|bar)\s*(?:\{\s*(?P<rep>\d+)\s*\}|(?P<rep1>\d))"
+    r"(?![\d.])"
+)
+
+
+def _repeating_to_fraction(m: re.Match) -> str:
+    whole, fixed = m.group("int") or "0", m.group("fixed")
+    rep = m.group("rep") or m.group("rep1")
+    n, r = len(fixed), len(rep)
+    num = int(fixed + rep) - (int(fixed) if fixed else 0)
+    value = Fraction(int(whole)) + Fraction(num, 10**n * (10**r - 1))
+    if value.denominator == 1:
+        return str(value.numerator)
+    return f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+
+
+def _norm_repeating_decimal(s: str, gold: str) -> str:
+    """Write a repeating decimal as its exact fraction: ``0.\\overline{4}`` -> ``\\frac{4}{9}``,
+    ``0.1\\overline{6}`` -> ``\\frac{1}{6}``, ``0.\\bar{3}`` -> ``\\frac{1}{3}``. Why: math-verify
+    cannot parse ``\\overline`` on a decimal (only a fragment parses). A decimal point is
+    required, so ``\\overline{12}`` (a digit string in number theory) is left alone; the
+    fraction is computed exactly with integers (no float, no eval), so a wrong repeating decimal
+    (``0.\\overline{5}`` against 4/9) stays wrong."""
+    return _REPEATING.sub(_repeating_to_fraction, s)
+
+
+_PM = re.compile(r"\\(?P<op>pm|mp)(?![A-Za-z])")
+
+
+def _norm_plus_minus(s: str, gold: str) -> str:
+    """Expand one ``\\pm`` (or ``\\mp``) into the list of both roots when the gold lists several
+    values: ``\\frac{-1 \\pm \\sqrt{17}}{2}`` -> ``\\frac{-1 + \\sqrt{17}}{2}, \\frac{-1 -
+    \\sqrt{17}}{2}``. Why: math-verify handles ``3 \\pm \\sqrt{2}`` itself but cannot parse a
+    ``\\pm`` inside a fraction or other group. Both roots must then match the gold list (its
+    comparison is of the whole set), so half a root pair, or a ``\\pm`` answer against a single
+    gold value, stays wrong. Only a box with exactly one ``\\pm``/``\\mp`` and no comma of its
+    own is expanded."""
+    if "," in s or len(_PM.findall(s)) != 1:
+        return s
+    if "," not in gold and not _PM.search(gold):
+        return s
+    m = _PM.search(s)
+    first, second = ("+", "-") if m.group("op") == "pm" else ("-", "+")
+    return f"{s[: m.start()]}{first}{s[m.end() :]}, {s[: m.start()]}{second}{s[m.end() :]}"
+
+
+#: The step-9 normalisations, in the order they are applied (each to the previous one's output).
+NORMALISATIONS = (
+    ("math_delimiters", _norm_math_delimiters),
+    ("answer_prefix", _norm_answer_prefix),
+    ("units", _norm_units),
+    ("modulus", _norm_modulus),
+    ("digit_grouping", _norm_digit_grouping),
+    ("repeating_decimal", _norm_repeating_decimal),
+    ("plus_minus", _norm_plus_minus),
+)
+NORMALISATION_NAMES = tuple(name for name, _ in NORMALISATIONS)
+
+# Plain verdicts after which step 9 runs (never after a timeout or an error of our own).
+_NORMALISABLE_PATHS = ("math_verify", "exact_fallback", "partial_parse")
+
+
+def count_normalisations(records) -> dict[str, int]:
+    """How many verdicts each normalisation changed (False -> True), over graded records.
+
+    ``records``: grading results (dicts with ``normalisation``, or sample rows with
+    ``grading_normalisation``), or a DataFrame of either. Every name of ``NORMALISATIONS`` is a
+    key (zero if unused); a record whose verdict needed a chain (``"answer_prefix+digit_grouping"``)
+    counts once for each name in it. ``sum`` over the values may therefore exceed the number of
+    changed verdicts; ``"any"`` holds that number.
+    """
+    if hasattr(records, "to_dict"):  # a pandas DataFrame
+        records = records.to_dict("records")
+    counts = dict.fromkeys(NORMALISATION_NAMES, 0)
+    changed = 0
+    for rec in records:
+        chain = rec.get("normalisation", rec.get("grading_normalisation"))
+        if not isinstance(chain, str) or not chain:
+            continue
+        changed += 1
+        for name in chain.split("+"):
+            counts[name] = counts.get(name, 0) + 1
+    counts["any"] = changed
+    return counts
+
+
+def _verifies(math_verify, gold_parsed: list, pred: str, secs: int) -> bool:
+    """The plain math-verify rule of steps 3-6 for one normalised prediction (no fallback)."""
+    pred_in = _wrap_math(pred)
+    pred_parsed = _parse_cached(math_verify, pred_in, secs)
+    if not pred_parsed or not _parse_cached(math_verify, pred_in, secs, "first_match"):
+        return False
+    return bool(
+        math_verify.verify(gold_parsed, pred_parsed, timeout_seconds=secs, raise_on_error=True)
+    )
+
+
+def _try_normalisations(
+    math_verify, pred: str, gold: str, gold_parsed: list, timeout_s: float, t0: float
+) -> str | None:
+    """Step 9: the chain of normalisation names that makes ``pred`` verify, or None.
+
+    A math-verify timeout (``TimeoutException``) propagates: the caller keeps the plain verdict.
+    """
+    current = pred
+    applied: list[str] = []
+    for name, fn in NORMALISATIONS:
+        new = normalise_box(fn(current, gold))
+        if not new or new == current:
+            continue
+        current = new
+        applied.append(name)
+        left = timeout_s - (time.perf_counter() - t0)
+        if left < 1:
+            return None
+        try:
+            ok = _verifies(math_verify, gold_parsed, current, int(left))
+        except Exception:  # a parse/verify error on this form: not a match, try the next
+            ok = False
+        if ok:
+            return "+".join(applied)
+    return None
+
+
 def _exact_key(s: str) -> str:
     return s.replace("$", "").replace(" ", "").lower()
 
@@ -197,6 +526,7 @@ def _result(
     path: str,
     seconds: float = 0.0,
     error: str | None = None,
+    normalisation: str | None = None,
 ) -> dict[str, Any]:
     return {
         "correct": bool(correct),
@@ -204,6 +534,7 @@ def _result(
         "path": path,
         "seconds": float(seconds),
         "error": _short(error),
+        "normalisation": normalisation,
     }
 
 
@@ -258,20 +589,50 @@ def _grade_extracted(extracted: str | None, gold: str, timeout_s: float) -> dict
     try:
         pred = normalise_box(extracted)
         gold = normalise_box(gold)
-        pred_in = _wrap_math(pred)
-        gold_in = _wrap_math(gold)
     except Exception as e:  # not from math-verify: our own failure
         ok = exact_fallback_match(extracted, gold) if isinstance(gold, str) else False
         return _result(ok, extracted, "error", time.perf_counter() - t0, repr(e))
+    parsed: dict[str, list] = {}
+    res = _grade_plain(math_verify, TimeoutException, extracted, pred, gold, secs, parsed)
+    if (
+        not res["correct"]
+        and res["path"] in _NORMALISABLE_PATHS
+        and parsed.get("gold")
+        and len(pred) <= NORMALISATION_MAX_CHARS
+    ):
+        try:
+            chain = _try_normalisations(math_verify, pred, gold, parsed["gold"], timeout_s, t0)
+        except (TimeoutException, Exception):  # a timeout, or a bug here: keep the plain verdict
+            chain = None
+        if chain is not None:
+            res = _result(True, extracted, "math_verify", 0.0, None, chain)
+    res["seconds"] = time.perf_counter() - t0
+    return res
+
+
+def _grade_plain(
+    math_verify,
+    TimeoutException,  # noqa: N803 -- math-verify's exception class, imported lazily
+    extracted: str,
+    pred: str,
+    gold: str,
+    secs: int,
+    parsed: dict[str, list],
+) -> dict[str, Any]:
+    """Steps 2-7 on the normalised box and gold; the gold's parse is left in ``parsed``."""
+    try:
+        pred_in = _wrap_math(pred)
+        gold_in = _wrap_math(gold)
+    except Exception as e:  # not from math-verify: our own failure
+        return _result(exact_fallback_match(extracted, gold), extracted, "error", 0.0, repr(e))
     try:
         gold_parsed = _parse_cached(math_verify, gold_in, secs)
+        parsed["gold"] = gold_parsed
         pred_parsed = _parse_cached(math_verify, pred_in, secs)
         if not gold_parsed or not pred_parsed:
             side = "gold" if not gold_parsed else "prediction"
             ok = exact_fallback_match(pred, gold)
-            return _result(
-                ok, extracted, "exact_fallback", time.perf_counter() - t0, f"empty parse ({side})"
-            )
+            return _result(ok, extracted, "exact_fallback", 0.0, f"empty parse ({side})")
         # math-verify tries every match in the box (rightmost first) until one parses, so a box
         # whose whole content does not parse can still yield a fragment of it: a "3" out of
         # "\frac{1}{\sqrt[}{x}^^_\begin{matrix} 3". Only a parse of the first match -- the
@@ -279,20 +640,14 @@ def _grade_extracted(extracted: str | None, gold: str, timeout_s: float) -> dict
         if not _parse_cached(math_verify, pred_in, secs, extraction_mode="first_match"):
             ok = exact_fallback_match(pred, gold)
             return _result(
-                ok,
-                extracted,
-                "partial_parse",
-                time.perf_counter() - t0,
-                "math-verify parsed only a fragment of the box",
+                ok, extracted, "partial_parse", 0.0, "math-verify parsed only a fragment of the box"
             )
         ok = math_verify.verify(gold_parsed, pred_parsed, timeout_seconds=secs, raise_on_error=True)
-        return _result(bool(ok), extracted, "math_verify", time.perf_counter() - t0)
+        return _result(bool(ok), extracted, "math_verify")
     except TimeoutException as e:
-        ok = exact_fallback_match(pred, gold)
-        return _result(ok, extracted, "timeout", time.perf_counter() - t0, str(e))
+        return _result(exact_fallback_match(pred, gold), extracted, "timeout", 0.0, str(e))
     except Exception as e:
-        ok = exact_fallback_match(pred, gold)
-        return _result(ok, extracted, "exact_fallback", time.perf_counter() - t0, repr(e))
+        return _result(exact_fallback_match(pred, gold), extracted, "exact_fallback", 0.0, repr(e))
 
 
 def grade_response(response: str, gold: str, timeout_s: float = 5.0) -> dict[str, Any]:
