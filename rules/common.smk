@@ -497,11 +497,15 @@ SCORE_BASE_SCALES = {scale: base_scale(config, scale) for _, scale in SCORE_PAIR
 
 
 def audit_inputs(wildcards):
-    """What the audit checks: the tables, their selections, every candidate's graded samples,
-    summaries and generations, and the adapters they came from."""
+    """What the audit checks: the tables (every format), their selections, every candidate's
+    graded samples, summaries and generations, and the adapters they came from."""
     runs = [(m, c, s) for m, c in SCORE_PAIRS for s in RUNS[(m, c)]]
     return {
         "tables": [f"{RESULTS}/tables/{t}.csv" for t in SCORE_TABLES],
+        # Their other formats too: an edited Markdown or LaTeX table stops the audit job.
+        "rendered": [
+            f"{RESULTS}/tables/{t}.{ext}" for t in SCORE_TABLES for ext in ("md", "tex")
+        ],
         "selections": [f"{RESULTS}/selection/{m}/{c}/seed{s}.json" for m, c, s in runs],
         "samples": score_files("samples.parquet"),
         "summaries": score_files("summary.json"),

@@ -16,7 +16,8 @@ This checkout's ``src`` goes first on ``sys.path`` always, so a rule never runs 
 checkout's code (an editable install elsewhere, or a path Snakemake added). ``setup`` removes
 the provenance records of the job's outputs before it runs and again if it fails, so a record
 never outlives a deleted output; ``run`` writes every output's record from the job itself
-(``dashrepro.provenance.job``) once ``main`` has returned.
+(``dashrepro.provenance.job``) once ``main`` has returned; ``setup`` first stops a job whose
+input is not the file the job that made it wrote.
 """
 
 from __future__ import annotations
@@ -49,6 +50,8 @@ def redirect_output(log_path: Path) -> int:
 
 #: The original stderr once ``setup`` has sent all output to the log (see ``to_console``).
 CONSOLE = 2
+#: The job's inputs with their sha256, as ``setup`` checked them (``run`` records them).
+CHECKED_INPUTS = None
 
 
 def to_console(text: str) -> None:
@@ -102,6 +105,11 @@ def setup(snakemake, threads: int | None = None) -> logging.Logger:
         discard_records(outputs)
 
     sys.excepthook = log_uncaught
+    # Before any work: an input that is not the file its maker wrote stops the job, named.
+    from dashrepro.provenance.job import check_inputs
+
+    global CHECKED_INPUTS
+    CHECKED_INPUTS = check_inputs(snakemake)
     n_threads = max(1, int(threads or snakemake.threads))
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     from dashrepro.numerics import pin_kernels
@@ -128,4 +136,4 @@ def run(main, snakemake) -> None:
 
     started = utc_now()
     extra = main(snakemake)
-    record_job(snakemake, started_utc=started, extra=extra)
+    record_job(snakemake, started_utc=started, extra=extra, inputs=CHECKED_INPUTS)

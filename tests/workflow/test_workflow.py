@@ -357,11 +357,42 @@ def test_edited_samples_stop_the_table_naming_the_file(run_copy, repo_root):
     assert done.returncode != 0
     log = (results / "logs" / "select_best_checkpoint" / "dash" / "tiny" / "seed1.log").read_text()
     for text in (out, log):
-        assert "does not match the samples it was made from" in text
+        # Stopped before its work: the file is not the one rule grade_checkpoint wrote.
+        assert "changed since the job that made them" in text
         assert "results/e2e/eval/dash/tiny/seed1/step2/samples.parquet" in text
+        assert "rule grade_checkpoint" in text
     assert not (results / "selection" / "dash" / "tiny" / "seed1.json").exists()
     # The failed job's output is gone, and so is its provenance record.
     assert orphan_records(results) == []
+
+
+def test_an_edited_table_or_a_swapped_adapter_stops_all_naming_the_file(run_copy, repo_root):
+    """Found by the reliability probe: an edited Markdown table went unnoticed, and another
+    run's adapter copied over a checkpoint was washed into the tables by the next `all` (exit
+    0). Now the jobs that read them stop, naming the file and the rule that wrote it, and the
+    audit names an output that is not what its job wrote."""
+    results = run_copy / "results" / "e2e"
+    table = results / "tables/main_results.md"
+    original, stat = table.read_bytes(), table.stat()
+    table.write_text(table.read_text().replace("|", "| ", 1))
+    done = audit(run_copy, "main_results", "dash", "tiny", "aime2025", "--verify")
+    assert done.returncode == 1
+    assert "[changed_output] results/e2e/tables/main_results.md" in done.stdout
+    done = snakemake(run_copy, repo_root, "--cores", "2", "all")
+    out = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "changed since the job that made them" in out and "tables/main_results.md" in out
+    table.write_bytes(original)
+    os.utime(table, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+
+    adapter = results / "runs/dash/tiny/seed0/checkpoint-2/adapter_model.safetensors"
+    adapter.write_bytes((results / "runs/opsd/tiny/seed0/checkpoint-2" / adapter.name).read_bytes())
+    done = snakemake(run_copy, repo_root, "--cores", "2", "all")
+    out = done.stdout + done.stderr
+    assert done.returncode != 0
+    assert "changed since the job that made them" in out
+    assert "results/e2e/runs/dash/tiny/seed0/checkpoint-2/adapter_model.safetensors" in out
+    assert "rule train_lora_tiny" in out
 
 
 def test_killed_snakemake_resumes_with_unlock_then_rerun_incomplete(run_copy, repo_root):

@@ -47,8 +47,9 @@ TOLERANCE = 1e-9
 
 @dataclass
 class Finding:
-    """One problem on a chain: ``kind`` (changed_input, stale_input, missing_file, mismatch,
-    regrade_mismatch, mixed_code, mixed_config, fewer_seeds), the file it concerns, and what."""
+    """One problem on a chain: ``kind`` (changed_input, changed_output, stale_input,
+    missing_file, mismatch, regrade_mismatch, mixed_code, mixed_config, fewer_seeds), the file
+    it concerns, and what."""
 
     kind: str
     path: str
@@ -273,9 +274,11 @@ def _parse_time(text: str | None) -> float | None:
 
 def check_hashes(root: str | Path, chain: CellChain, cache: dict | None = None) -> list[Finding]:
     """Every recorded input hash on the chain against the file now; a file written after the job
-    that read it finished is reported as stale even where its hash still agrees."""
+    that read it finished is reported as stale even where its hash still agrees; every output of
+    those jobs against the sha256 it was written with (``changed_output``)."""
     root, cache = Path(root), {} if cache is None else cache
-    findings = []
+    findings: list[Finding] = []
+    seen: set[str] = set()
     for output, record in _records_on(root, chain):
         finished = _parse_time(record.get("finished_utc"))
         for name, items in (record.get("inputs") or {}).items():
@@ -301,6 +304,31 @@ def check_hashes(root: str | Path, chain: CellChain, cache: dict | None = None) 
                         "stale_input", item["path"],
                         f"written after {record.get('rule')} made {output} (same content)",
                     ))  # fmt: skip
+        findings.extend(_changed_outputs(root, record, cache, seen))
+    return findings
+
+
+def _changed_outputs(root: Path, record: Mapping, cache: dict, seen: set) -> list[Finding]:
+    """Every output of a job on the chain (a table's CSV, Markdown and LaTeX; a run's
+    adapters) against the sha256 its own record says the job wrote."""
+    findings = []
+    for output in record.get("outputs") or []:
+        if output in seen:
+            continue
+        seen.add(output)
+        own = _record(root, output)
+        written = (own or {}).get("output_sha256")
+        path = root / output
+        if not written or not path.exists():
+            continue
+        if output not in cache:
+            cache[output] = sha256_path(path)
+        if cache[output] != written:
+            findings.append(Finding(
+                "changed_output", output,
+                f"sha256 {cache[output][:12]}… now, {written[:12]}… when {record.get('rule')} "
+                "wrote it",
+            ))  # fmt: skip
     return findings
 
 

@@ -3,9 +3,11 @@
 A rule script does not pick what to record: ``record_job`` reads the ``snakemake`` object the
 script directive injects and records, beside each declared output, the rule, its wildcards,
 every input with its sha256, every param, the code version, the host and its floating-point kernels (``numerics``), the start and end time,
-the SLURM job id when there is one, and what the script returned as ``extra`` (e.g. generation
-seconds). ``rules/scripts/_bootstrap.run`` calls it after the script's ``main`` returns, so a
-failed job writes no record.
+the SLURM job id when there is one, what the script returned as ``extra`` (e.g. generation
+seconds), and the output's own sha256. ``rules/scripts/_bootstrap.run`` calls it after the
+script's ``main`` returns, so a failed job writes no record. Before the work, ``check_inputs``
+refuses an input whose content is not what the job that made it wrote (a swapped adapter, an
+edited table), naming the file: Snakemake sees only that it is newer and would rerun on it.
 
     record_job(snakemake, started_utc="2026-11-23T19:00:00+00:00", extra={"seconds": 12.3})
 """
@@ -19,7 +21,26 @@ from collections.abc import Mapping
 from typing import Any
 
 from dashrepro.numerics import kernel_record
-from dashrepro.provenance.records import code_version, hash_inputs, write_record
+from dashrepro.provenance.records import changed_inputs, code_version, hash_inputs, write_record
+
+
+class ChangedInputError(RuntimeError):
+    """An input of a job is not the file the job that made it wrote."""
+
+
+def check_inputs(snakemake) -> dict[str, list[dict]]:
+    """The job's inputs with their sha256 (for its record), after checking each against the
+    sha256 its maker recorded; ``ChangedInputError`` names every one that differs."""
+    hashed = hash_inputs(named_files(snakemake.input))
+    changed = changed_inputs(hashed)
+    if changed:
+        listing = "\n  ".join(changed)
+        raise ChangedInputError(
+            f"rule {snakemake.rule}: {len(changed)} input(s) changed since the job that made "
+            f"them:\n  {listing}\nRestore the file, or make it again "
+            f"(snakemake --forcerun <that rule> <the file>) and rerun."
+        )
+    return hashed
 
 
 def utc_now() -> str:
@@ -47,13 +68,19 @@ def named_files(namedlist, unnamed: str = "input") -> dict[str, list[str]]:
     }
 
 
-def job_record(snakemake, started_utc: str, extra: Mapping[str, Any] | None = None) -> dict:
-    """The record of one finished job (the same for each of its outputs)."""
+def job_record(
+    snakemake,
+    started_utc: str,
+    extra: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, list[dict]] | None = None,
+) -> dict:
+    """The record of one finished job (the same for each of its outputs); ``inputs``: the
+    inputs as ``check_inputs`` hashed them (hashed here when not given)."""
     record = {
         "stage": snakemake.rule,
         "rule": snakemake.rule,
         "wildcards": dict(snakemake.wildcards.items()),
-        "inputs": hash_inputs(named_files(snakemake.input)),
+        "inputs": dict(inputs) if inputs is not None else hash_inputs(named_files(snakemake.input)),
         "params": _named(snakemake.params, "params"),
         "outputs": [str(path) for path in snakemake.output],
         "threads": snakemake.threads,
@@ -69,9 +96,14 @@ def job_record(snakemake, started_utc: str, extra: Mapping[str, Any] | None = No
     return record
 
 
-def record_job(snakemake, started_utc: str, extra: Mapping[str, Any] | None = None) -> dict:
+def record_job(
+    snakemake,
+    started_utc: str,
+    extra: Mapping[str, Any] | None = None,
+    inputs: Mapping[str, list[dict]] | None = None,
+) -> dict:
     """Write the job's record beside every one of its outputs; return it."""
-    record = job_record(snakemake, started_utc, extra)
+    record = job_record(snakemake, started_utc, extra, inputs)
     for output in snakemake.output:
         write_record(output, record)
     return record

@@ -76,11 +76,39 @@ def hash_inputs(inputs: Mapping[str, str | Path | list]) -> dict[str, list[dict]
     return hashed
 
 
+def changed_inputs(hashed: Mapping[str, list[dict]]) -> list[str]:
+    """Inputs (``hash_inputs``' result) whose content is not what the job that made them wrote:
+    one line per file, naming it, that job's rule and both hashes. An input without a record, or
+    whose record predates output hashes, is not judged."""
+    lines = []
+    for name, items in hashed.items():
+        for item in items:
+            if item.get("sha256") is None:
+                continue
+            record_file = record_path(item["path"])
+            try:
+                record = read_json(record_file) if record_file.is_file() else None
+            except (OSError, ValueError):
+                record = None
+            written = (record or {}).get("output_sha256")
+            if written and written != item["sha256"]:
+                lines.append(
+                    f"{item['path']} (input {name!r}): sha256 {item['sha256'][:12]}… now, "
+                    f"{written[:12]}… when rule {record.get('rule')} wrote it"
+                )
+    return lines
+
+
 def write_record(output: str | Path, record: Mapping[str, Any]) -> None:
     """Write ``record`` beside ``output``, which must exist (no record outlives its output)."""
     if not Path(output).exists():
         raise FileNotFoundError(f"{output}: no provenance record for an output that does not exist")
-    write_json(record_path(output), {**record, "output": str(output)})
+    # The output's own sha256: a later job, or the audit, can then tell the file it reads from
+    # the one this job wrote (a swapped adapter, an edited table).
+    write_json(
+        record_path(output),
+        {**record, "output": str(output), "output_sha256": sha256_path(output)},
+    )
 
 
 def write_provenance(
