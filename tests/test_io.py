@@ -81,3 +81,22 @@ def test_parquet_record_round_trips(tmp_path):
     assert list(read_parquet(path)["a"]) == [1, 2]
     write_parquet(path, pd.DataFrame({"a": [1]}))
     assert read_parquet_record(path) is None
+
+
+def test_an_emptied_tokenizer_file_is_named_before_transformers_reads_it(tmp_path, tiny_setup):
+    """The reliability probe emptied tokenizer.json in a base model folder: every job reading it
+    failed with a bare JSONDecodeError naming no file."""
+    import shutil
+
+    from dashrepro.io import UnreadableFileError, load_tokenizer
+
+    source, _, tokenizer = tiny_setup
+    folder = tmp_path / "base"
+    shutil.copytree(source, folder)
+    assert load_tokenizer(folder).get_vocab() == tokenizer.get_vocab()
+    (folder / "tokenizer.json").write_bytes(b"")
+    with pytest.raises(UnreadableFileError, match=r"base: empty tokenizer file\(s\) tokenizer.json"):
+        load_tokenizer(folder)
+    (folder / "tokenizer.json").write_text("{not json")
+    with pytest.raises(UnreadableFileError, match="base: cannot load its tokenizer"):
+        load_tokenizer(folder)

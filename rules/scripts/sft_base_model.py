@@ -8,17 +8,16 @@ from _bootstrap import run, setup
 def main(snakemake) -> None:
     log = setup(snakemake)
     import pandas as pd
-    from transformers import AutoTokenizer
 
     from dashrepro.data.prompts import TeacherProtocol
     from dashrepro.embedded.sft import build_sft_examples, run_sft
     from dashrepro.embedded.tiny_model import build_tiny_qwen3, count_parameters
-    from dashrepro.io import atomic_dir, read_parquet, write_parquet
+    from dashrepro.io import atomic_dir, load_tokenizer, read_parquet, write_parquet
 
     sft = snakemake.params.sft
     architecture = snakemake.params.architecture
     tokenizer_dir = Path(snakemake.input.tokenizer).parent
-    tokenizer = AutoTokenizer.from_pretrained(str(tokenizer_dir))
+    tokenizer = load_tokenizer(tokenizer_dir)
     protocol = TeacherProtocol.from_config(snakemake.params.protocol)
     model = build_tiny_qwen3(
         architecture,

@@ -167,6 +167,34 @@ def read_csv(path: str | os.PathLike, required: Sequence[str] = ()) -> pd.DataFr
     return frame
 
 
+#: The files a Hugging Face tokenizer folder may hold; an empty one is a damaged folder.
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                   "vocab.json", "merges.txt", "chat_template.jinja")  # fmt: skip
+
+
+def load_tokenizer(source: str | os.PathLike):
+    """``AutoTokenizer.from_pretrained(source)`` whose failures name the folder: an empty
+    tokenizer file there (which transformers reports as a bare JSON error) is named before
+    loading, and any other failure is re-raised with the folder in the message."""
+    from transformers import AutoTokenizer
+
+    folder = Path(source)
+    if folder.is_dir():
+        empty = [name for name in TOKENIZER_FILES
+                 if (folder / name).is_file() and (folder / name).stat().st_size == 0]  # fmt: skip
+        if empty:
+            raise UnreadableFileError(
+                f"{folder}: empty tokenizer file(s) {', '.join(empty)}; make the folder again "
+                "(for a base model: snakemake --forcerun on the rule that wrote it)"
+            )
+    try:
+        return AutoTokenizer.from_pretrained(str(source))
+    except (OSError, ValueError) as exc:
+        raise UnreadableFileError(
+            f"{source}: cannot load its tokenizer ({type(exc).__name__}: {exc})"
+        ) from exc
+
+
 def read_parquet_columns(path: str | os.PathLike) -> list[str]:
     """The column names of a parquet file (its schema only), or an error naming the file."""
     import pyarrow.parquet as pq

@@ -137,9 +137,9 @@ class HFSampler:
     ) -> None:
         self.base_model = str(base_model)
         if tokenizer is None:
-            from transformers import AutoTokenizer
+            from dashrepro.io import load_tokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(self.base_model)
+            tokenizer = load_tokenizer(self.base_model)
         self.tokenizer = tokenizer
         self.max_cached_policies = max(1, max_cached_policies)
         self._policies: OrderedDict[tuple[str | None, int | None], Any] = OrderedDict()

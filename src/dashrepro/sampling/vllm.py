@@ -167,9 +167,9 @@ class VLLMSampler:
 
         self.base_model = str(base_model)
         if tokenizer is None:
-            from transformers import AutoTokenizer
+            from dashrepro.io import load_tokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(self.base_model)
+            tokenizer = load_tokenizer(self.base_model)
         # The HF tokenizer encodes the prompts and decodes the responses exactly as
         # generation.sample_responses does, so both backends see the same ids and give the same
         # text; vLLM's own tokenizer is only used for its internal detokenization.
