@@ -24,6 +24,7 @@ from dashrepro.training.checkpointing import (
     config_fingerprint,
     latest_complete_checkpoint,
     load_training_state,
+    newest_complete_steps,
     prune_states,
     save_training_state,
     state_dir,
@@ -252,6 +253,18 @@ def test_every_file_loads_with_weights_only(saved_run):
     assert rng_state["python_rng"]["internal"].shape == (625,)
     record = json.loads((folder / STATE_FILE).read_text())
     assert record["step"] == 3
+    # Size and sha256 of every file a resume reads, for state_problems to check.
+    assert sorted(record["files"]) == [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "optimizer.pt",
+        "rng_state.pt",
+        "scheduler.pt",
+    ]
+    for name, entry in record["files"].items():
+        assert entry["bytes"] == (folder / name).stat().st_size
+        assert len(entry["sha256"]) == 64
+    assert len(record["record_sha256"]) == 64
     assert record["fingerprint"] == config_fingerprint(RUN_CONFIG)
     assert record["run_config"] == RUN_CONFIG
     assert {"torch", "transformers", "peft", "numpy", "python"} <= set(record["versions"])
@@ -305,26 +318,32 @@ def test_latest_complete_checkpoint_skips_temp_pruned_and_junk(tmp_path):
     assert latest_complete_checkpoint(temp.parent / "step-abc") is None
 
 
-def test_prune_keeps_adapters_and_the_newest_state(tmp_path):
+def test_prune_keeps_adapters_and_the_two_newest_states(tmp_path):
     model, optimizer, scheduler = make_run(lora_seed=1)
     rng = random.Random(0)
-    for step in (1, 2, 3):
+    for step in (1, 2, 3, 4):
         save(state_dir(tmp_path, step), model, optimizer, scheduler, rng, step, {"order": []})
-    stale = tmp_path / ".step-000004.abc123.tmp"
+    stale = tmp_path / ".step-000005.abc123.tmp"
     stale.mkdir()
     removed = prune_states(tmp_path, keep_steps={1})
     assert stale in removed and not stale.exists()
     assert not (state_dir(tmp_path, 2) / "optimizer.pt").exists()
     assert not (state_dir(tmp_path, 2) / "scheduler.pt").exists()
-    for step in (1, 2, 3):
+    for step in (1, 2, 3, 4):
         assert (state_dir(tmp_path, step) / "adapter_model.safetensors").is_file()
-    for step in (1, 3):  # kept explicitly / newest
+    for step in (1, 3, 4):  # kept explicitly / the fallback / the newest
         assert (state_dir(tmp_path, step) / "optimizer.pt").is_file()
-    assert latest_complete_checkpoint(tmp_path) == state_dir(tmp_path, 3)
+        assert (state_dir(tmp_path, step) / "scheduler.pt").is_file()
+    assert latest_complete_checkpoint(tmp_path) == state_dir(tmp_path, 4)
+    assert newest_complete_steps(tmp_path) == [3, 4]
 
-    prune_states(tmp_path, keep_steps=set())  # the newest survives even an empty keep set
-    assert latest_complete_checkpoint(tmp_path) == state_dir(tmp_path, 3)
+    # The two newest survive even an empty keep set: the resume point and its fallback.
+    prune_states(tmp_path, keep_steps=set())
+    assert latest_complete_checkpoint(tmp_path) == state_dir(tmp_path, 4)
+    assert (state_dir(tmp_path, 3) / "optimizer.pt").is_file()
     assert not (state_dir(tmp_path, 1) / "optimizer.pt").exists()
+    assert newest_complete_steps(tmp_path) == [3, 4]
+    assert newest_complete_steps(tmp_path, count=1) == [4]
     with pytest.raises(FileNotFoundError, match="optimizer.pt"):
         load(state_dir(tmp_path, 1), *make_run(lora_seed=1), random.Random(0))
 

@@ -18,13 +18,26 @@ On-disk layout, one folder per step (``state_dir(root, step)`` -> ``root/step-00
       scheduler.pt                 torch.save(scheduler.state_dict())
       rng_state.pt                 torch.save of the torch/CUDA/numpy/Python RNG states
                                    (all three .pt files load with torch.load(weights_only=True))
-      trainer_state.json           step, data_state, extra, run_config, fingerprint, versions
+      trainer_state.json           step, data_state, extra, run_config, fingerprint, versions,
+                                   files (size and sha256 of every file a resume reads) and
+                                   record_sha256 (of the record itself)
 
 The folder is written through ``io.atomic_dir``: it is built under a hidden temporary name
 (``.step-000040.<random>.tmp``) and renamed into place only once every file is written, fsynced
 and read back, so a job killed mid-save (preemption, time limit, OOM) never leaves a folder under
 the final name that a resume could trust. Nothing here is pickled beyond tensors, numbers,
 strings, lists, tuples and dicts: numpy arrays and Python's RNG tuples are stored as int64 tensors.
+
+A state is checked before it is trusted: ``save_training_state`` records in trainer_state.json the
+size and sha256 of every file a resume reads (the adapter's config and weights, optimizer.pt,
+scheduler.pt, rng_state.pt), hashed in the temporary folder before the rename, and a sha256 of
+the record itself. ``state_problems`` lists what no longer matches (a flipped bit, a truncated or
+missing file), one line per problem naming the file; ``load_training_state`` refuses such a state
+(``StateFileError``), and ``resumable_state`` -- what the trainer resumes from -- removes every
+damaged state newer than the newest that verifies and returns that one. For this fallback
+``prune_states`` keeps the two newest complete states whole. A state written before the record
+had file hashes is resumed unverified (``StateChoice.unverified``; the trainer logs it); a file
+of any state that does not load anyway raises ``StateFileError`` naming it.
 
 A state is tied to the run's config through ``config_fingerprint``: ``load_training_state``
 refuses a state written under a different config (``ResumeConfigMismatch``), naming every key
@@ -35,7 +48,7 @@ Use (sketch; ``preemption.PreemptionGuard`` turns SIGTERM/SIGUSR1 into ``guard.r
 
     with PreemptionGuard() as guard:
         start = 0
-        if (latest := latest_complete_checkpoint(states)) is not None:
+        if (latest := resumable_state(states, log=print)) is not None:
             start = load_training_state(latest, model=model, optimizer=optimizer,
                                         scheduler=scheduler, python_rng=rng,
                                         run_config=run_config)["step"]
@@ -43,7 +56,7 @@ Use (sketch; ``preemption.PreemptionGuard`` turns SIGTERM/SIGUSR1 into ``guard.r
             ...  # one optimisation step
             if step in save_at or guard.requested:
                 save_training_state(state_dir(states, step), model=model, ..., step=step)
-                # Keep every adapter but the optimizer moments of the newest state only.
+                # Keep every adapter but the optimizer moments of the two newest states only.
                 prune_states(states, keep_steps=set())
             if guard.requested:
                 sys.exit(PREEMPTED_EXIT_CODE)  # the scheduler requeues; the rerun resumes here
@@ -56,6 +69,7 @@ the state then has no half-accumulated gradients to carry. ``PreemptionGuard``,
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
@@ -63,7 +77,8 @@ import platform
 import random
 import re
 import shutil
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -72,7 +87,7 @@ import torch
 from peft import get_peft_model_state_dict, set_peft_model_state_dict
 from safetensors.torch import load_file
 
-from dashrepro.io import atomic_dir
+from dashrepro.io import atomic_dir, sha256_file
 from dashrepro.training.adapters import (
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
@@ -88,6 +103,7 @@ __all__ = [
     "ADAPTER_CONFIG",
     "ADAPTER_WEIGHTS",
     "FORMAT_VERSION",
+    "KEPT_RESUME_POINTS",
     "OPTIMIZER_FILE",
     "PREEMPTED_EXIT_CODE",
     "RNG_FILE",
@@ -96,15 +112,22 @@ __all__ = [
     "AdapterFileError",
     "PreemptionGuard",
     "ResumeConfigMismatch",
+    "StateChoice",
+    "StateFileError",
     "check_adapter_files",
     "config_fingerprint",
+    "has_file_hashes",
     "latest_complete_checkpoint",
     "load_adapter",
+    "choose_state",
     "load_training_state",
+    "newest_complete_steps",
     "prune_states",
+    "resumable_state",
     "save_training_state",
     "state_config_differences",
     "state_dir",
+    "state_problems",
 ]
 
 _LOG = logging.getLogger(__name__)
@@ -117,11 +140,20 @@ SCHEDULER_FILE = "scheduler.pt"
 RNG_FILE = "rng_state.pt"
 STATE_FILE = "trainer_state.json"
 
+#: How many of the newest complete states ``prune_states`` keeps whole (resumable): the newest,
+#: and the one a resume falls back to when the newest turns out damaged.
+KEPT_RESUME_POINTS = 2
+
 _STEP_DIR = re.compile(r"step-(\d+)")
 
 
 class ResumeConfigMismatch(ValueError):
     """A training state was written under a different run config than the current one."""
+
+
+class StateFileError(ValueError):
+    """A training state's file is damaged: it does not match the state's record or does not
+    load. The message names the file."""
 
 
 # ------------------------------------------------------------------------------------------------
@@ -234,6 +266,9 @@ def save_training_state(
         _torch_save_checked(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
         _torch_save_checked(scheduler.state_dict(), tmp / SCHEDULER_FILE)
         _torch_save_checked(rng_state, tmp / RNG_FILE)
+        # Hashed as written, before the rename: a resume verifies what it reads against these.
+        record["files"] = _file_record(tmp, adapter_name)
+        record["record_sha256"] = _record_digest(record)
         # Written last: for copies that do not go through atomic_dir (rsync, cp -r), a folder
         # with trainer_state.json is one whose other files are already there.
         (tmp / STATE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
@@ -252,6 +287,24 @@ def _needed_files(folder: Path, adapter_name: str) -> list[Path]:
         folder / SCHEDULER_FILE,
         folder / RNG_FILE,
     ]
+
+
+def _file_record(folder: Path, adapter_name: str) -> dict[str, dict[str, Any]]:
+    """``{relative path: {"bytes", "sha256"}}`` of every file a resume reads."""
+    return {
+        path.relative_to(folder).as_posix(): {
+            "bytes": path.stat().st_size,
+            "sha256": sha256_file(path),
+        }
+        for path in _needed_files(folder, adapter_name)
+    }
+
+
+def _record_digest(record: Mapping) -> str:
+    """sha256 of the record without its own ``record_sha256``, in canonical JSON (the record is
+    JSON already, so the value survives the write and the read unchanged)."""
+    body = {k: v for k, v in record.items() if k != "record_sha256"}
+    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
 
 
 def _read_state_record(ckpt_dir: Path) -> dict[str, Any]:
@@ -294,29 +347,48 @@ def load_training_state(
 
     Loads the adapter weights in place (the optimizer keeps pointing at the same parameters),
     then the optimizer, the scheduler and every RNG. Returns ``{"step", "data_state", "extra"}``.
-    Raises ``ResumeConfigMismatch`` -- before touching anything -- when the state was written
-    under a different ``run_config``, and ``FileNotFoundError`` for a pruned or partial state.
+    Raises, before touching anything, ``ResumeConfigMismatch`` when the state was written under
+    a different ``run_config``, ``FileNotFoundError`` for a pruned or partial state and
+    ``StateFileError`` when a file differs from the state's record (``state_problems``); a file
+    that does not load (a damaged state written without file hashes) raises ``StateFileError``
+    naming it, possibly after earlier files were loaded.
     """
     ckpt_dir = Path(ckpt_dir)
     record = _read_state_record(ckpt_dir)
     _check_record(ckpt_dir, record, run_config)
     adapter_name = str(record.get("adapter_name", "default"))
     _check_resumable(ckpt_dir, adapter_name, model)
+    problems = state_problems(ckpt_dir)
+    if problems:
+        raise StateFileError(
+            f"{ckpt_dir}: damaged training state; delete it to resume from an earlier one:\n"
+            + "\n".join(f"  {line}" for line in problems)
+        )
     _warn_changed_versions(ckpt_dir, record)
     _load_adapter_weights(ckpt_dir, adapter_name, model)
     # Optimizer before scheduler: the optimizer's param_groups carry the current lr, the
     # scheduler's state only its counters. map_location="cpu" keeps a state saved on cuda:1
     # loadable anywhere; load_state_dict moves the moments to each parameter's device.
-    optimizer.load_state_dict(
-        torch.load(ckpt_dir / OPTIMIZER_FILE, map_location="cpu", weights_only=True)
-    )
-    scheduler.load_state_dict(
-        torch.load(ckpt_dir / SCHEDULER_FILE, map_location="cpu", weights_only=True)
-    )
+    _load_state_file(ckpt_dir / OPTIMIZER_FILE, optimizer.load_state_dict)
+    _load_state_file(ckpt_dir / SCHEDULER_FILE, scheduler.load_state_dict)
     # RNG last, so nothing done while loading can consume numbers after the restore.
-    rng_state = torch.load(ckpt_dir / RNG_FILE, map_location="cpu", weights_only=True)
-    restore_rng(rng_state, python_rng, ckpt_dir)
+    _load_state_file(ckpt_dir / RNG_FILE, lambda state: restore_rng(state, python_rng, ckpt_dir))
     return {"step": record["step"], "data_state": record["data_state"], "extra": record["extra"]}
+
+
+def _load_state_file(path: Path, apply: Callable[[Any], None]) -> None:
+    """torch.load ``path`` (weights_only) and hand the object to ``apply``; either failing
+    raises ``StateFileError`` naming the file (torch's and pickle's own errors name none)."""
+    try:
+        obj = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise StateFileError(f"{path}: cannot load ({type(exc).__name__}: {exc})") from None
+    try:
+        apply(obj)
+    except Exception as exc:
+        raise StateFileError(
+            f"{path}: loads, but cannot be restored ({type(exc).__name__}: {exc})"
+        ) from None
 
 
 def _check_record(ckpt_dir: Path, record: Mapping, run_config: Mapping) -> None:
@@ -394,6 +466,69 @@ def _load_adapter_weights(ckpt_dir: Path, adapter_name: str, model) -> None:
 
 
 # ------------------------------------------------------------------------------------------------
+# Verifying states
+
+
+def state_problems(ckpt_dir: str | os.PathLike) -> list[str]:
+    """What makes the state in ``ckpt_dir`` untrustworthy for a resume; empty when nothing does.
+
+    One line per problem, each naming the file: an unreadable record or one whose own sha256
+    no longer matches, a record naming another step than the folder's, a needed file that is
+    missing, or one whose size or sha256 differs from the record (the size is compared first,
+    so a truncated file reads ``optimizer.pt: 1234 bytes, its record says 5678``). A state
+    written before records had file hashes is checked for missing files only (see
+    ``has_file_hashes``). Whether it was written under the current config is another question
+    (``state_config_differences``).
+    """
+    ckpt_dir = Path(ckpt_dir)
+    record_path = ckpt_dir / STATE_FILE
+    try:
+        record = _read_state_record(ckpt_dir)
+    except (OSError, ValueError) as exc:  # json.JSONDecodeError, UnicodeDecodeError included
+        return [f"{record_path}: cannot be read ({type(exc).__name__}: {exc})"]
+    problems = []
+    if "record_sha256" in record and record["record_sha256"] != _record_digest(record):
+        problems.append(f"{record_path}: does not match its own record_sha256 (damaged or edited)")
+    match = _STEP_DIR.fullmatch(ckpt_dir.name)
+    if match and int(match.group(1)) != record["step"]:
+        problems.append(f"{record_path}: records step {record['step']}, the folder's is {match[1]}")
+    files = record.get("files")
+    if files is not None and not isinstance(files, dict):
+        problems.append(f"{record_path}: its files entry is not a mapping")
+        files = {}
+    for path in _needed_files(ckpt_dir, str(record.get("adapter_name", "default"))):
+        if not path.is_file():
+            problems.append(f"{path}: missing")
+            continue
+        if files is None:  # written by code that recorded no hashes
+            continue
+        problem = _file_problem(path, files.get(path.relative_to(ckpt_dir).as_posix()))
+        if problem:
+            problems.append(f"{path}: {problem}")
+    return problems
+
+
+def has_file_hashes(ckpt_dir: str | os.PathLike) -> bool:
+    """Whether the state's record holds file hashes (older states' do not: unverifiable)."""
+    try:
+        return "files" in _read_state_record(Path(ckpt_dir))
+    except (OSError, ValueError):
+        return False
+
+
+def _file_problem(path: Path, expected: Any) -> str | None:
+    if not isinstance(expected, dict):
+        return "not in the state's record"
+    size = path.stat().st_size
+    if size != expected.get("bytes"):
+        return f"{size} bytes, its record says {expected.get('bytes')}"
+    digest = sha256_file(path)
+    if digest != expected.get("sha256"):
+        return f"sha256 {digest[:16]}..., its record says {str(expected.get('sha256'))[:16]}..."
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
 # Finding and pruning states
 
 
@@ -434,23 +569,116 @@ def latest_complete_checkpoint(root: str | os.PathLike) -> Path | None:
     return None
 
 
+@dataclass(frozen=True)
+class StateChoice:
+    """The state a resume should use (``choose_state``) and the damaged ones passed over."""
+
+    root: Path
+    #: The newest state that verifies (``state_problems`` finds nothing), or None.
+    state: Path | None = None
+    #: ``state`` was written without file hashes (older code): present, but unverified.
+    unverified: bool = False
+    #: ``(step, folder, problems)`` of every damaged state newer than ``state``, newest first.
+    damaged: tuple[tuple[int, Path, tuple[str, ...]], ...] = ()
+    #: Whether ``root`` held any step folder at all (pruned and partial ones included).
+    any_states: bool = False
+
+    def messages(self) -> list[str]:
+        """What a resume should log: each damaged state discarded, an unverified state used,
+        or kept states of which none verifies."""
+        lines = [
+            f"discarding damaged training state {folder}: {'; '.join(problems)}"
+            for _, folder, problems in self.damaged
+        ]
+        if self.state is not None and self.unverified:
+            lines.append(
+                f"{self.state}: written without file hashes (older code); resuming it unverified"
+            )
+        if self.state is None and self.any_states:
+            lines.append(f"no kept training state under {self.root} verifies; starting at step 0")
+        return lines
+
+    def discard_damaged(self) -> list[Path]:
+        """Remove the damaged states' folders (call it from one process only); return them."""
+        for _, folder, _ in self.damaged:
+            shutil.rmtree(folder, ignore_errors=True)
+        return [folder for _, folder, _ in self.damaged]
+
+
+def choose_state(
+    root: str | os.PathLike,
+    extra_problems: Callable[[int, Path], list[str]] | None = None,
+) -> StateChoice:
+    """The newest state under ``root`` that verifies, and the damaged states newer than it.
+
+    Reads only (several processes may call it at once). Going from the newest step down: a
+    folder without trainer_state.json (a copy in progress) or without both optimizer.pt and
+    scheduler.pt (pruned) is passed over as no resume point; one with any ``state_problems``
+    -- or any ``extra_problems(step, folder)``, a caller's own requirement such as DeepSpeed's
+    folder of that step -- is damaged; the first with none is the choice.
+    """
+    root = Path(root)
+    folders = _step_dirs(root)
+    damaged = []
+    for step, folder in reversed(folders):
+        if not (folder / STATE_FILE).exists():
+            continue
+        if not (folder / OPTIMIZER_FILE).exists() and not (folder / SCHEDULER_FILE).exists():
+            continue
+        problems = state_problems(folder)
+        if not problems and extra_problems is not None:
+            problems = list(extra_problems(step, folder))
+        if problems:
+            damaged.append((step, folder, tuple(problems)))
+            continue
+        unverified = not has_file_hashes(folder)
+        return StateChoice(root, folder, unverified, tuple(damaged), any_states=True)
+    return StateChoice(root, None, False, tuple(damaged), any_states=bool(folders))
+
+
+def resumable_state(
+    root: str | os.PathLike,
+    log: Callable[[str], None] = _LOG.warning,
+    extra_problems: Callable[[int, Path], list[str]] | None = None,
+) -> Path | None:
+    """The newest state under ``root`` that verifies, after removing the damaged states newer
+    than it, each with a ``log`` line naming the folder and its problems; None (logged when
+    there were states) if none verifies. For one process; several coordinate ``choose_state``
+    and ``StateChoice.discard_damaged`` themselves (the trainer does)."""
+    choice = choose_state(root, extra_problems)
+    for line in choice.messages():
+        log(line)
+    choice.discard_damaged()
+    return choice.state
+
+
+def newest_complete_steps(root: str | os.PathLike, count: int = KEPT_RESUME_POINTS) -> list[int]:
+    """The steps of the ``count`` newest complete states under ``root``, ascending (complete:
+    the record parses and every needed file is present; nothing is hashed)."""
+    if count <= 0:
+        return []
+    complete = [step for step, folder in _step_dirs(Path(root)) if _is_complete(step, folder)]
+    return complete[-count:]
+
+
 def prune_states(root: str | os.PathLike, keep_steps: Iterable[int]) -> list[Path]:
     """Delete optimizer.pt and scheduler.pt of every state whose step is not in ``keep_steps``.
 
     Retention policy: the adapter, rng_state.pt and trainer_state.json of every state stay (the
-    adapter is what evaluation reads and is small; the other two are a few KB), and the newest
-    complete state always keeps everything, whatever ``keep_steps`` says, so a resume point
-    survives. A pruned state is no longer resumable (``latest_complete_checkpoint`` skips it).
+    adapter is what evaluation reads and is small; the other two are a few KB), and the
+    ``KEPT_RESUME_POINTS`` (two) newest complete states always keep everything, whatever
+    ``keep_steps`` says: the newest is the resume point, the one before it the fallback when the
+    newest turns out damaged (``resumable_state``). A pruned state is no longer resumable
+    (``latest_complete_checkpoint`` and ``choose_state`` pass over it).
     Leftover hidden temporary folders of saves killed mid-write (``.step-*.tmp``) are removed
     too; call this only from the process that writes the states (not during a save).
     Returns the paths removed.
     """
     root = Path(root)
-    keep = set(keep_steps)
-    newest = latest_complete_checkpoint(root)
+    keep = set(keep_steps) | set(newest_complete_steps(root))
     removed: list[Path] = []
     for step, folder in _step_dirs(root):
-        if step in keep or folder == newest:
+        if step in keep:
             continue
         for name in (OPTIMIZER_FILE, SCHEDULER_FILE):
             path = folder / name

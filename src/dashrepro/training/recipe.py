@@ -42,12 +42,17 @@ from pathlib import Path
 
 import pandas as pd
 import torch
-from transformers import AutoTokenizer
 
 from dashrepro import objectives
 from dashrepro.config import checkpoint_steps
 from dashrepro.data.prompts import TeacherProtocol
-from dashrepro.io import atomic_dir, read_parquet, source_fingerprint, write_parquet
+from dashrepro.io import (
+    atomic_dir,
+    load_tokenizer,
+    read_parquet,
+    source_fingerprint,
+    write_parquet,
+)
 from dashrepro.sampling import Sample, derive_seed
 from dashrepro.training import checkpointing
 from dashrepro.training.batching import (
@@ -182,7 +187,7 @@ class DistillationRecipe:
         """Accelerator, tokenizer, student, data, optimizer; resume or discard kept states."""
         spec, train = self.spec, self.spec.train
         self.accelerator = make_accelerator(train)
-        self.tokenizer = AutoTokenizer.from_pretrained(str(spec.base_model_dir))
+        self.tokenizer = load_tokenizer(spec.base_model_dir)
         self.tokenizer.padding_side = "right"  # the protocol's padding for training batches
         self.model = load_lora_student(spec.base_model_dir, spec.lora, self.seed, train)
         self.data = read_parquet(spec.train_parquet)
@@ -196,7 +201,7 @@ class DistillationRecipe:
         self.device = self.accelerator.device
         self.optimizer_state = StateInAccelerateFolder() if self.deepspeed else self.optimizer
         self.run_config = self._run_config()
-        latest = checkpointing.latest_complete_checkpoint(self.resume_root)
+        latest = self._resumable_state()
         if latest is not None and self._discard_if_stale(latest):
             latest = None
         if latest is not None:
@@ -248,6 +253,32 @@ class DistillationRecipe:
             "train_data": source_fingerprint(spec.train_parquet),
         }
         return config
+
+    def _resumable_state(self) -> Path | None:
+        """The newest kept state that verifies (``checkpointing.choose_state``). Damaged states
+        newer than it are removed by the main process, each with a log line naming its folder
+        and what is wrong; None, logged, when none verifies (the run starts at step 0)."""
+        extra = self._deepspeed_state_problems if self.deepspeed else None
+        choice = checkpointing.choose_state(self.resume_root, extra)
+        for line in choice.messages():
+            self.log(f"[train] {line}")
+        if choice.damaged:
+            # Every process has chosen before the main one removes anything.
+            self.accelerator.wait_for_everyone()
+            if self.accelerator.is_main_process:
+                choice.discard_damaged()
+                if self.deepspeed:
+                    for step, _, _ in choice.damaged:
+                        shutil.rmtree(self._deepspeed_state(step), ignore_errors=True)
+            self.accelerator.wait_for_everyone()
+        return choice.state
+
+    def _deepspeed_state_problems(self, step: int, folder: Path) -> list[str]:
+        """A state of a DeepSpeed run resumes only with DeepSpeed's folder of its step."""
+        engine = self._deepspeed_state(step)
+        if engine.is_dir():
+            return []
+        return [f"{engine}: missing (the DeepSpeed engine's state of {folder.name})"]
 
     def _discard_if_stale(self, latest: Path) -> bool:
         """Remove the kept states when ``latest`` was not made from this config and these
@@ -571,9 +602,13 @@ class DistillationRecipe:
         )
         checkpointing.prune_states(self.resume_root, keep_steps=set())
         if self.deepspeed:
-            # Like the optimizer files prune_states removes: only the newest state is resumed.
+            # Like the optimizer files prune_states removes: the two newest complete states (the
+            # resume point and its fallback should it turn out damaged) keep their DeepSpeed
+            # folders, every other goes (a kill between the two saves can leave one behind).
+            steps = {step, *checkpointing.newest_complete_steps(self.resume_root)}
+            keep = {self._deepspeed_state(s) for s in steps}
             for folder in self.resume_root.glob("deepspeed-step-*"):
-                if folder != self._deepspeed_state(step):
+                if folder not in keep:
                     shutil.rmtree(folder, ignore_errors=True)
 
     def _deepspeed_state(self, step: int) -> Path:
