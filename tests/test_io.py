@@ -95,7 +95,9 @@ def test_an_emptied_tokenizer_file_is_named_before_transformers_reads_it(tmp_pat
     shutil.copytree(source, folder)
     assert load_tokenizer(folder).get_vocab() == tokenizer.get_vocab()
     (folder / "tokenizer.json").write_bytes(b"")
-    with pytest.raises(UnreadableFileError, match=r"base: empty tokenizer file\(s\) tokenizer.json"):
+    with pytest.raises(
+        UnreadableFileError, match=r"base: empty tokenizer file\(s\) tokenizer.json"
+    ):
         load_tokenizer(folder)
     (folder / "tokenizer.json").write_text("{not json")
     with pytest.raises(UnreadableFileError, match="base: cannot load its tokenizer"):
