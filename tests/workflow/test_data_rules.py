@@ -12,7 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
-from test_workflow import small_config, snakemake
+from test_workflow import snakemake
+
+from dashrepro.embedded.smoke_config import smoke_config
 
 ROWS = [
     {"id": "aime2024-I-1", "problem": "Find $1+1$.", "answer": "2"},
@@ -29,7 +31,7 @@ def write_jsonl(path: Path, rows: list[dict]) -> str:
 @pytest.fixture
 def workdir(tmp_path, default_config):
     digest = write_jsonl(tmp_path / "aime2024.jsonl", ROWS)
-    config = small_config(default_config)
+    config = smoke_config(default_config)
     config["benchmarks"]["aime2024"].update(
         n_problems=3,
         dataset={"path": "aime2024.jsonl", "sha256": digest, "layout": "local_benchmark"},

@@ -11,7 +11,7 @@ too). The profile is ``profiles/slurm-ci``: ``profiles/slurm-a800`` with the tes
 cluster's partitions, account and sizes, and nothing else
 (``test_ci_profile_differs_only_in_partition_account_and_sizes``, not slow).
 
-The DAG of ``results/e2e/tables/main_results.csv`` (``small_config``, the table cut to METHODS,
+The DAG of ``results/e2e/tables/main_results.csv`` (``smoke_config``, the table cut to METHODS,
 training raised to STEPS steps with a training state after every step) runs twice at once:
 through SLURM and locally (``--cores 2``, no profile). While the SLURM run trains, one training
 job gets ``scancel --signal=TERM`` (SLURM's notice to the job steps: the trainer saves a state and
@@ -44,12 +44,13 @@ from pathlib import Path
 
 import pytest
 import yaml
-from test_workflow import small_config
+
+from dashrepro.embedded.smoke_config import smoke_config
 
 TABLE = "main_results"
 METHODS = ("opsd", "dash")  # the table's rows this test keeps (2 methods x the config's seeds)
 TARGET = f"results/e2e/tables/{TABLE}.csv"
-STEPS = 8  # training steps of every run here (small_config's 4 end too soon to interrupt)
+STEPS = 8  # training steps of every run here (smoke_config's 4 end too soon to interrupt)
 INTERRUPT_AFTER = 3  # interrupt a training job once it has the state of this step
 ACCOUNT = "ci_account"
 RUN_TIMEOUT_S = 1200
@@ -263,10 +264,10 @@ def snakemake(workdir: Path, repo_root: Path, *args: str, **popen) -> subprocess
 
 
 def cluster_config(default_config: dict) -> dict:
-    """small_config with the table restricted to METHODS, training long enough to interrupt (a
+    """smoke_config with the table restricted to METHODS, training long enough to interrupt (a
     training state after every step, one checkpoint at the end) and a shorter SFT: what this
     test checks needs no more, and the run must fit in minutes on 2 CPUs."""
-    config = small_config(default_config)
+    config = smoke_config(default_config)
     table = config["tables"][TABLE]
     table["methods"] = [method for method in table["methods"] if method in METHODS]
     assert len(table["methods"]) >= 2, f"{TABLE} reports fewer than two of {METHODS}"

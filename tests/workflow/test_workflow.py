@@ -20,31 +20,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from dashrepro.run_matrix import BASE_MODEL_KEYS, run_matrix
+from dashrepro.embedded.smoke_config import smoke_config
+from dashrepro.run_matrix import run_matrix
 
 pytestmark = pytest.mark.slow
-
-
-def small_config(default: dict) -> dict:
-    config = json.loads(json.dumps(default))
-    config["experiment"] = "e2e"
-    config["data"]["n_train"] = 200
-    for bench in config["benchmarks"].values():
-        bench["n_problems"] = 6
-    scale = config["scales"]["tiny"]
-    scale["sft"]["steps"] = 10
-    scale["train"].update(steps=4, checkpoint_every=2, micro_batch_size=4, max_new_tokens=40)
-    config["evaluation"].update(samples_per_problem=2, max_new_tokens=40)
-    # The ablation schedule: its base model is tiny's (an expanded copy of tiny's base-model keys
-    # would contradict the smaller SFT above), two steps on micro-batches that hold the GRPO
-    # grid's largest group (K = 8), one sample per problem.
-    ablation = config["scales"]["tiny_ablation"]
-    for key in BASE_MODEL_KEYS:
-        ablation.pop(key, None)
-    ablation["train"].update(steps=2, checkpoint_every=2, micro_batch_size=8, max_new_tokens=40)
-    ablation["evaluation"] = {"samples_per_problem": 1}
-    config["statistics"]["n_resamples"] = 200
-    return config
 
 
 def snakemake(workdir: Path, repo_root: Path, *args: str) -> subprocess.CompletedProcess:
@@ -76,7 +55,7 @@ def dry_run_after_change(workdir: Path, repo_root: Path, change) -> str:
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory, repo_root, default_config):
     workdir = tmp_path_factory.mktemp("dag")
-    (workdir / "config.yaml").write_text(yaml.safe_dump(small_config(default_config)))
+    (workdir / "config.yaml").write_text(yaml.safe_dump(smoke_config(default_config)))
     dry = snakemake(workdir, repo_root, "-n", "all_tables")
     assert dry.returncode == 0, dry.stderr
     done = snakemake(workdir, repo_root, "--cores", "2", "all")
@@ -568,3 +547,35 @@ def test_each_tampered_file_on_a_chain_is_caught_and_named(run_copy):
         relative = str(path.relative_to(run_copy))
         assert done.returncode == 1, (relative, done.stdout)
         assert f"[{kind}] {relative}" in done.stdout, (relative, done.stdout)
+
+
+def test_the_fault_probe_names_every_fault_snakemake_lets_through(finished_run, tmp_path):
+    """benchmarks/faults.py (the reliability probe the next round re-runs) on this run: every
+    damaged result, bad overlay value and damaged base model is named. An empty or non-UTF-8
+    overlay is refused by Snakemake's own loader before the workflow's code runs, without the
+    file's name (README: `python -m dashrepro.config` names it)."""
+    import importlib.util
+
+    workdir, _ = finished_run
+    spec = importlib.util.spec_from_file_location(
+        "faults", Path(__file__).resolve().parents[2] / "benchmarks/faults.py"
+    )
+    faults = importlib.util.module_from_spec(spec)
+    sys.modules["faults"] = faults  # its dataclass looks its module up there
+    spec.loader.exec_module(faults)
+    rows = tmp_path / "rows.json"
+    faults.main(["--workdir", str(workdir), "--json", str(rows)])
+    verdicts = {row["fault"]: row["verdict"] for row in json.loads(rows.read_text())}
+    upstream = {"overlay is empty", "overlay is not UTF-8"}
+    assert set(verdicts) == {fault.name for fault in faults.FAULTS}
+    assert {k: v for k, v in verdicts.items() if k not in upstream and v != "clear error"} == {}
+    # The finished run itself is untouched: each fault was injected into a copy.
+    from dashrepro.io import read_json, sha256_path
+    from dashrepro.provenance import record_path
+
+    for name in (
+        "tables/main_results.md",
+        "runs/dash/tiny/seed0/checkpoint-2/adapter_model.safetensors",
+    ):
+        path = workdir / "results/e2e" / name
+        assert read_json(record_path(path))["output_sha256"] == sha256_path(path)
