@@ -13,7 +13,7 @@ import subprocess, sys, warnings
 from types import SimpleNamespace
 sys.path.insert(0, {scripts!r})
 from _bootstrap import setup
-snakemake = SimpleNamespace(log=[{log!r}], output=[], rule="demo", wildcards={{}}, threads=1)
+snakemake = SimpleNamespace(log=[{log!r}], input={{}}, output=[], rule="demo", wildcards={{}}, threads=1)
 log = setup(snakemake)
 log.info("from the logger")
 print("from print", flush=True)
@@ -45,7 +45,7 @@ import sys
 from types import SimpleNamespace
 sys.path.insert(0, {scripts!r})
 from _bootstrap import setup
-snakemake = SimpleNamespace(log=[{log!r}], output=[], rule="demo", wildcards={{}}, threads={cores})
+snakemake = SimpleNamespace(log=[{log!r}], input={{}}, output=[], rule="demo", wildcards={{}}, threads={cores})
 setup(snakemake, threads={threads})
 loaded_by_setup = "torch" in sys.modules
 import torch
@@ -78,7 +78,7 @@ import json, os, sys
 from types import SimpleNamespace
 sys.path.insert(0, {scripts!r})
 from _bootstrap import setup
-snakemake = SimpleNamespace(log=[{log!r}], output=[], rule="demo", wildcards={{}}, threads=1,
+snakemake = SimpleNamespace(log=[{log!r}], input={{}}, output=[], rule="demo", wildcards={{}}, threads=1,
                             config={{"cpu_kernels": {kernels!r}}})
 setup(snakemake)
 import torch
