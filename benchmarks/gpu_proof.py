@@ -33,7 +33,7 @@ per step is the per-device shape's most. The training rows are the embedded synt
 (short references), so the teacher's prompts are shorter than the real training set's.
 
     python benchmarks/gpu_proof.py --out benchmarks/out/gpu_proof    # a GPU: ~20 min with HF rollouts
-    python benchmarks/gpu_proof.py --shape tiny --out /tmp/gpu_proof_tiny    # the CPU twin, ~1 min
+    python benchmarks/gpu_proof.py --shape tiny --out benchmarks/out/gpu_proof_tiny  # the CPU twin, ~1 min
 
 What a bare GPU machine cannot run: vLLM's CUDA wheel (0.32.0: 326 MB, and it pins
 torch 2.13.0 exactly) and FlashAttention-2 (an sdist that compiles its CUDA kernels when installed) need the
