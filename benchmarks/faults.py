@@ -8,7 +8,9 @@ next, and prints one table row:
 - ``clear error``  the command failed and its output names the damaged file, key or row;
 - ``unnamed error`` it failed without naming it;
 - ``silent``       it succeeded (the fault went through, or was washed out unnoticed);
-- ``caught by audit`` it succeeded, and ``dashrepro audit --verify`` names the file.
+- ``caught by audit`` it succeeded, and ``dashrepro audit --verify`` names the file;
+- ``nothing rerun`` / ``rerun`` for a change that is no fault (a touched file): whether the
+  dry run of ``all`` had nothing to do.
 
 The faults are those of the reliability probe (issue 24) that a finished run can show in
 seconds each: damaged or replaced results, bad config overlays, a damaged base model folder. A
@@ -46,6 +48,9 @@ class Fault:
     name: str
     inject: Callable[[Path], str]  # returns the file, key or row the output must name
     command: Callable[[Path], list[str]]  # what the user runs next (arguments to snakemake)
+    #: A change that is no fault (a file touched, its bytes unchanged): the run must have
+    #: nothing to do, rather than name the file in an error.
+    harmless: bool = False
 
 
 def snakemake(workdir: Path, *args: str, configfiles: tuple[str, ...] = ()) -> list[str]:
@@ -122,6 +127,17 @@ def empty_tokenizer(workdir: Path) -> str:
     return str(tokenizer.parent.relative_to(workdir))
 
 
+def touch_base_model(workdir: Path) -> str:
+    """The base model's weights touched, bytes unchanged (a copy, a restore from a backup)."""
+    weights = workdir / RESULTS / "base_model/tiny/model.safetensors"
+    weights.touch()
+    return str(weights.relative_to(workdir))
+
+
+def dry_run_all(workdir: Path) -> list[str]:
+    return snakemake(workdir, "-n", "all")
+
+
 def overlay(text: bytes) -> Callable[[Path], str]:
     def inject(workdir: Path) -> str:
         (workdir / "overlay.yaml").write_bytes(text)
@@ -148,6 +164,7 @@ FAULTS = [
     Fault("summary.json edited", edit_summary, run_all),
     Fault("responses.parquet truncated", truncate_responses, run_all),
     Fault("base model tokenizer.json emptied", empty_tokenizer, forcerun_base_evaluation),
+    Fault("base model touched, bytes unchanged", touch_base_model, dry_run_all, harmless=True),
     Fault("overlay gives a key twice",
           overlay(b"statistics:\n  seed: 1\nstatistics:\n  seed: 2\n"), with_overlay),
     Fault("overlay sets lr: .inf",
@@ -158,6 +175,8 @@ FAULTS = [
 
 
 # ------------------------------------------------------------------------------------ running
+
+GOOD_VERDICTS = ("clear error", "caught by audit", "nothing rerun")
 
 
 def make_run(workdir: Path) -> None:
@@ -189,7 +208,11 @@ def probe(run: Path, fault: Fault, scratch: Path) -> dict:
     # Lines that say something, not Snakemake's listing of a job's files and reasons.
     said = [line.strip() for line in (done.stdout + done.stderr).splitlines()
             if named in line and not line.strip().startswith(JOB_LISTING)]  # fmt: skip
-    if done.returncode:
+    if fault.harmless:
+        idle = done.returncode == 0 and "Nothing to be done" in done.stdout + done.stderr
+        verdict = "nothing rerun" if idle else "rerun"
+        said = [] if idle else said
+    elif done.returncode:
         verdict = "clear error" if said else "unnamed error"
     else:
         verdict = "caught by audit" if audit_names(workdir, named) else "silent"
@@ -232,7 +255,7 @@ def main(argv=None) -> int:
         shutil.rmtree(scratch, ignore_errors=True)
     elif args.workdir is None:
         print(f"kept: {run}")
-    return 0 if all(r["verdict"] in ("clear error", "caught by audit") for r in rows) else 1
+    return 0 if all(r["verdict"] in GOOD_VERDICTS for r in rows) else 1
 
 
 if __name__ == "__main__":

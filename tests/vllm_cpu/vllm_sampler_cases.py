@@ -199,3 +199,22 @@ def test_request_seeds_reproduce_within_and_across_engine_starts(tiny):
     )
     print(f"[vllm] seeds across engine starts: {same}/{2 * len(prompts)} identical")
     assert again == first
+
+
+def test_seeded_requests_past_one_steps_token_budget_are_served_on_cpu(tiny):
+    """More seeded prompt tokens than one engine step holds: with chunked prefill (vLLM's
+    default) a long prompt split across steps makes vLLM 0.32's CPU worker rewind the request's
+    generator and die ("CPU Generator does not use offset"; 64 prompts of 242 tokens did, the
+    base model evaluation's teacher views too); ``whole_prompt_prefill`` turns it off on CPU, so
+    every request is served, each with its own seed."""
+    sampler = tiny["sampler"]
+    scheduler = sampler.llm.llm_engine.vllm_config.scheduler_config
+    assert scheduler.enable_chunked_prefill is False
+    prompt = "What is " + " + ".join(str(10 + i % 80) for i in range(60)) + "?"
+    length = len(sampler.tokenizer(prompt)["input_ids"])
+    prompts = [prompt] * (3 * scheduler.max_num_batched_tokens // length + 1)
+    assert length * len(prompts) > 3 * scheduler.max_num_batched_tokens
+    settings = SamplingSettings(temperature=1.0, top_p=1.0, top_k=0, max_new_tokens=4)
+    samples = sampler.sample(prompts, settings, 9)
+    assert len(samples) == len(prompts)
+    assert len({s.seed for s in samples}) == len(prompts)

@@ -262,6 +262,17 @@ def has_reference_solutions(benchmark: pd.DataFrame) -> bool:
     )
 
 
+def make_generation_sampler(base_model_dir: str | Path, generation: Mapping):
+    """The sampler of ``generation['backend']`` for ``base_model_dir``, with its engine options
+    (``generation['vllm']``). A vLLM engine costs seconds to minutes to start: a job that samples
+    several prompt roles of one base model makes one and passes it to each call."""
+    from dashrepro.sampling import make_sampler
+
+    backend = generation.get("backend", "hf")
+    options = dict(generation.get("vllm") or {}) if backend == "vllm" else {}
+    return make_sampler(backend, base_model=str(base_model_dir), **options)
+
+
 def generate_policy_responses(
     *,
     base_model_dir: str | Path,
@@ -273,17 +284,16 @@ def generate_policy_responses(
     protocol: TeacherProtocol | None = None,
     shard_dir: str | Path | None = None,
     log=None,
+    sampler=None,
 ) -> pd.DataFrame:
     """Sample ``generation['samples_per_problem']`` responses per benchmark problem.
 
     The privileged teacher (``prompt_role="teacher"`` or ``"teacher:<view>"``) is the base
-    model without the adapter.
+    model without the adapter. ``sampler``: one ``make_generation_sampler`` made for this base
+    model, shared by several calls (absent: one made for this call).
     """
-    from dashrepro.sampling import make_sampler
-
-    backend = generation.get("backend", "hf")
-    options = dict(generation.get("vllm") or {}) if backend == "vllm" else {}
-    sampler = make_sampler(backend, base_model=str(base_model_dir), **options)
+    if sampler is None:
+        sampler = make_generation_sampler(base_model_dir, generation)
     benchmarks = {name: read_parquet(path) for name, path in benchmark_files.items()}
     sampling = SamplingSettings(
         temperature=generation["temperature"],

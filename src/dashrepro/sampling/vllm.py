@@ -31,7 +31,7 @@ against the HF sampler (fp32; head sizes 32, 64, ... as in ``config.VLLM_HEAD_DI
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -111,6 +111,23 @@ def engine_max_model_len(llm: Any) -> int | None:
     config = getattr(getattr(llm, "llm_engine", None), "model_config", None)
     value = getattr(config, "max_model_len", None)
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def whole_prompt_prefill(engine_kwargs: Mapping[str, Any]) -> dict[str, Any]:
+    """``enable_chunked_prefill=False`` where the engine runs on CPU, unless the caller chose.
+
+    A prompt prefilled in chunks has its sampled token discarded until its last chunk, and vLLM
+    0.32 then rewinds that request's seeded generator (``gen.set_offset``), which a CPU
+    generator does not have: the worker dies with "CPU Generator does not use offset" as soon
+    as a batch of seeded requests outgrows ``max_num_batched_tokens`` (the base model's
+    evaluation with its teacher views does). Every request here has a seed, so on CPU whole
+    prompts only; vLLM then raises ``max_num_batched_tokens`` to at least ``max_model_len``.
+    """
+    import torch
+
+    if "enable_chunked_prefill" in engine_kwargs or torch.cuda.is_available():
+        return {}
+    return {"enable_chunked_prefill": False}
 
 
 def check_prompt_lengths(prompt_ids: Sequence[Sequence[int]], max_model_len: int | None) -> None:
@@ -194,6 +211,7 @@ class VLLMSampler:
             kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=max_loras)
         if enable_sleep_mode:
             kwargs["enable_sleep_mode"] = True
+        kwargs.update(whole_prompt_prefill(engine_kwargs))
         kwargs.update(engine_kwargs)
         self.engine_kwargs = kwargs
         self.llm = LLM(**kwargs)

@@ -37,7 +37,9 @@ missing file), one line per problem naming the file; ``load_training_state`` ref
 damaged state newer than the newest that verifies and returns that one. For this fallback
 ``prune_states`` keeps the two newest complete states whole. A state written before the record
 had file hashes is resumed unverified (``StateChoice.unverified``; the trainer logs it); a file
-of any state that does not load anyway raises ``StateFileError`` naming it.
+of any state that does not load anyway raises ``StateFileError`` naming it. A folder saved beside
+a state (a DeepSpeed run's engine state) is recorded the same way in the state's ``extra``
+(``folder_file_record``) and checked by ``companion_folder_problems``.
 
 A state is tied to the run's config through ``config_fingerprint``: ``load_training_state``
 refuses a state written under a different config (``ResumeConfigMismatch``), naming every key
@@ -115,7 +117,9 @@ __all__ = [
     "StateChoice",
     "StateFileError",
     "check_adapter_files",
+    "companion_folder_problems",
     "config_fingerprint",
+    "folder_file_record",
     "has_file_hashes",
     "latest_complete_checkpoint",
     "load_adapter",
@@ -505,6 +509,48 @@ def state_problems(ckpt_dir: str | os.PathLike) -> list[str]:
         problem = _file_problem(path, files.get(path.relative_to(ckpt_dir).as_posix()))
         if problem:
             problems.append(f"{path}: {problem}")
+    return problems
+
+
+def folder_file_record(folder: str | os.PathLike) -> dict[str, dict[str, Any]]:
+    """``{relative path: {"bytes", "sha256"}}`` of every file under ``folder``: how a state
+    records a folder saved beside it (DeepSpeed's engine state, ``extra["deepspeed_files"]``),
+    which ``companion_folder_problems`` verifies on resume."""
+    folder = Path(folder)
+    return {
+        path.relative_to(folder).as_posix(): {
+            "bytes": path.stat().st_size,
+            "sha256": sha256_file(path),
+        }
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def companion_folder_problems(
+    ckpt_dir: str | os.PathLike, key: str, folder: str | os.PathLike
+) -> list[str]:
+    """What no longer matches between ``folder`` and the file record the state in ``ckpt_dir``
+    holds under ``extra[key]`` (``folder_file_record``), one line per file, each naming it: a
+    missing file, one whose size or sha256 differs, one the record does not know. Empty when the
+    state's record has no such entry (written before these records: checked for presence only)
+    or cannot be read (``state_problems`` reports that)."""
+    folder = Path(folder)
+    try:
+        expected = _read_state_record(Path(ckpt_dir)).get("extra", {}).get(key)
+    except (OSError, ValueError):
+        return []
+    if not isinstance(expected, dict):
+        return []
+    problems = []
+    for relative, entry in sorted(expected.items()):
+        path = folder / relative
+        problem = _file_problem(path, entry) if path.is_file() else "missing"
+        if problem:
+            problems.append(f"{path}: {problem}")
+    present = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
+    for relative in sorted(present - set(expected)):
+        problems.append(f"{folder / relative}: not in the state's record")
     return problems
 
 

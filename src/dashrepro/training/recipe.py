@@ -94,6 +94,8 @@ from dashrepro.training.teacher import (
 
 #: Folder (in ``out_dir``) of the kept training states and scratch files; not a Snakemake output.
 RESUME_DIR = ".resume"
+#: The key of a state's ``extra`` that records its DeepSpeed folder's files.
+DEEPSPEED_FILES = "deepspeed_files"
 
 
 @dataclass(frozen=True)
@@ -274,11 +276,12 @@ class DistillationRecipe:
         return choice.state
 
     def _deepspeed_state_problems(self, step: int, folder: Path) -> list[str]:
-        """A state of a DeepSpeed run resumes only with DeepSpeed's folder of its step."""
+        """A state of a DeepSpeed run resumes only with DeepSpeed's folder of its step, each
+        file as the state's record hashed it (states recorded before the hashes: presence)."""
         engine = self._deepspeed_state(step)
-        if engine.is_dir():
-            return []
-        return [f"{engine}: missing (the DeepSpeed engine's state of {folder.name})"]
+        if not engine.is_dir():
+            return [f"{engine}: missing (the DeepSpeed engine's state of {folder.name})"]
+        return checkpointing.companion_folder_problems(folder, DEEPSPEED_FILES, engine)
 
     def _discard_if_stale(self, latest: Path) -> bool:
         """Remove the kept states when ``latest`` was not made from this config and these
@@ -572,6 +575,8 @@ class DistillationRecipe:
             # The frozen base weights stay out: they are the base model, an input (at 8B they
             # would add 16 GB to every state).
             accelerator.save_state(str(self._deepspeed_state(step)), exclude_frozen_parameters=True)
+            # Every process's part is written before the main one hashes the folder.
+            accelerator.wait_for_everyone()
         if accelerator.is_main_process:
             self._write_state(step)
         accelerator.wait_for_everyone()
@@ -599,6 +604,13 @@ class DistillationRecipe:
             },
             python_rng=random.Random(self.seed),
             run_config=self.run_config,
+            # The engine's folder is hashed into the state's record, so that a resume can tell a
+            # damaged partition from the one saved (``_deepspeed_state_problems``).
+            extra=(
+                {DEEPSPEED_FILES: checkpointing.folder_file_record(self._deepspeed_state(step))}
+                if self.deepspeed
+                else None
+            ),
         )
         checkpointing.prune_states(self.resume_root, keep_steps=set())
         if self.deepspeed:
