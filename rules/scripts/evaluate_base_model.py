@@ -40,14 +40,16 @@ def main(snakemake) -> None:
     roles = ["student", "teacher", *(f"teacher:{view}" for view in views)]
     frames = {"student": [], "teacher": []}
     record["teacher_views"] = {}
-    # One sampler (one vLLM engine) for every role: all of them sample the base model.
+    # One sampler (one vLLM engine) for every role: all of them sample the base model. Every
+    # role is sampled before any is graded: an idle vLLM CPU engine keeps its cores busy, which
+    # would starve the grading workers.
+    responses = {}
     sampler = make_generation_sampler(base_dir, snakemake.params.generation)
     try:
         for role in roles:
             names = snakemake.params.benchmarks if role == "student" else with_solutions
-            summary = None
             if names:
-                responses = generate_policy_responses(
+                responses[role] = generate_policy_responses(
                     base_model_dir=base_dir,
                     adapter_dir=None,
                     benchmark_files={name: bench_files[name] for name in names},
@@ -57,23 +59,27 @@ def main(snakemake) -> None:
                     protocol=protocol,
                     sampler=sampler,
                 )
-                samples, summary = grade_and_summarize(responses, names, snakemake.params.grading)
-                frames["student" if role == "student" else "teacher"].append(samples)
-                log.info(
-                    "%s: mean Avg@k %.2f %s",
-                    role,
-                    summary["mean_over_benchmarks"],
-                    {b: round(v["avg_at_k"], 2) for b, v in summary["benchmarks"].items()},
-                )
-            else:
-                log.info("%s: no benchmark has reference solutions; not evaluated", role)
-            if role.startswith("teacher:"):
-                record["teacher_views"][role.split(":", 1)[1]] = summary
-            else:
-                record[role] = summary
     finally:
         if hasattr(sampler, "shutdown"):  # a vLLM engine's processes
             sampler.shutdown()
+    for role in roles:
+        names = snakemake.params.benchmarks if role == "student" else with_solutions
+        summary = None
+        if names:
+            samples, summary = grade_and_summarize(responses[role], names, snakemake.params.grading)
+            frames["student" if role == "student" else "teacher"].append(samples)
+            log.info(
+                "%s: mean Avg@k %.2f %s",
+                role,
+                summary["mean_over_benchmarks"],
+                {b: round(v["avg_at_k"], 2) for b, v in summary["benchmarks"].items()},
+            )
+        else:
+            log.info("%s: no benchmark has reference solutions; not evaluated", role)
+        if role.startswith("teacher:"):
+            record["teacher_views"][role.split(":", 1)[1]] = summary
+        else:
+            record[role] = summary
     for role, out in (
         ("student", snakemake.output.student_samples),
         ("teacher", snakemake.output.teacher_samples),
