@@ -368,15 +368,22 @@ def test_a_deepspeed_state_without_its_engine_folder_is_passed_over(states):
     )
 
 
-def test_the_recipe_keeps_the_deepspeed_folders_of_the_two_newest_states(tmp_path, monkeypatch):
+def deepspeed_recipe(tmp_path, monkeypatch) -> DistillationRecipe:
+    """A bare DeepSpeed recipe whose ``_write_state`` saves a toy run's states under
+    ``tmp_path/.resume`` (the records' parquet files not written)."""
     model, optimizer, scheduler = make_run(lora_seed=1)
-    root = tmp_path / ".resume"
-    recipe = bare_recipe(root, deepspeed=True)
+    recipe = bare_recipe(tmp_path / ".resume", deepspeed=True)
     recipe.rows, recipe.traces, recipe.contexts = [], [], []
     recipe.policy, recipe.optimizer_state, recipe.scheduler = model, optimizer, scheduler
     recipe.layout = SimpleNamespace(micros_per_step=1, micro=2)
     recipe.seed, recipe.run_config = 3, RUN_CONFIG
     monkeypatch.setattr("dashrepro.training.recipe.write_parquet", lambda *args, **kw: None)
+    return recipe
+
+
+def test_the_recipe_keeps_the_deepspeed_folders_of_the_two_newest_states(tmp_path, monkeypatch):
+    recipe = deepspeed_recipe(tmp_path, monkeypatch)
+    root = recipe.resume_root
     root.mkdir()
     (root / "deepspeed-step-000009").mkdir()  # a kill between DeepSpeed's save and the state's
     for step in (1, 2, 3, 4):
@@ -392,14 +399,8 @@ def test_the_recipe_keeps_the_deepspeed_folders_of_the_two_newest_states(tmp_pat
 def write_deepspeed_states(tmp_path, monkeypatch, steps=(1, 2, 3)) -> DistillationRecipe:
     """States written by the recipe's ``_write_state`` of a DeepSpeed run, each beside a stand-in
     engine folder with a partition file of its own bytes (accelerator.save_state comes first)."""
-    model, optimizer, scheduler = make_run(lora_seed=1)
-    root = tmp_path / ".resume"
-    recipe = bare_recipe(root, deepspeed=True)
-    recipe.rows, recipe.traces, recipe.contexts = [], [], []
-    recipe.policy, recipe.optimizer_state, recipe.scheduler = model, optimizer, scheduler
-    recipe.layout = SimpleNamespace(micros_per_step=1, micro=2)
-    recipe.seed, recipe.run_config = 3, RUN_CONFIG
-    monkeypatch.setattr("dashrepro.training.recipe.write_parquet", lambda *args, **kw: None)
+    recipe = deepspeed_recipe(tmp_path, monkeypatch)
+    root = recipe.resume_root
     for step in steps:
         engine = root / f"deepspeed-step-{step:06d}" / "pytorch_model"
         engine.mkdir(parents=True)
