@@ -7,9 +7,9 @@ training run samples its rollouts from a colocated engine, adapter synced every 
 DAG with both backends ``hf`` runs beside it, from the same interpreter and the same base model, so
 that the backend is the only difference:
 
-1. ``base``: the embedded default's warm start, shortened (``SFT_STEPS``), built once;
+1. ``base``: a warm start on the student's layout only (``SFT``), built once;
 2. ``hf`` and ``vllm``: the main table's five methods, one seed, four steps, one checkpoint,
-   each scale ``pretrained`` from that base model's folder; ``--replace-workflow-config`` so that
+   at lr ``TRAIN_LR``, each scale ``pretrained`` from that base model's folder; ``--replace-workflow-config`` so that
    the other tables and the ablation schedule are not merged back in.
 
 Sampling differs between the backends (their random streams are their own), so the tables agree
@@ -18,7 +18,7 @@ in distribution, not in digits: every method's paired difference vLLM - HF on th
 interval that covers 0. The intervals are Bonferroni-adjusted over the five methods (99 % each,
 95 % for the family), so that a correct backend fails this test 5 % of the time at most.
 
-    .venv-vllm/bin/python -m pytest -s tests/vllm_cpu/vllm_dag_cases.py   # ~8 min on 2 cores
+    .venv-vllm/bin/python -m pytest -s tests/vllm_cpu/vllm_dag_cases.py   # ~12 min on 2 cores
 """
 
 from __future__ import annotations
