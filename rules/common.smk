@@ -16,7 +16,10 @@ from dashrepro.analysis.registry import (
     kind_module,
     kind_needs,
 )  # noqa: E402
-from dashrepro.analysis.tables import publishable  # noqa: E402
+from dashrepro.analysis.tables import (  # noqa: E402
+    published_layout,
+    published_table_specs,
+)
 from dashrepro.config import (  # noqa: E402
     VALIDATION_SPLIT,
     checkpoint_steps,
@@ -62,6 +65,10 @@ EVALUATION_SETS = BENCHMARKS + ([VALIDATION_SET] if VALIDATION else [])
 TEACHER_VIEWS = list(teacher_views_of(config["methods"]))
 # The published numbers ship with the workflow: found from any working directory.
 PUBLISHED = str(resolve_repo_path(config["published_numbers"]))
+# The tables published_tables renders: each config table whose published table the numbers
+# hold, at the scales they hold it (not the experiment's), so the paper's tables come out the same
+# whatever experiment is selected.
+PUBLISHED_TABLES = published_table_specs(config["tables"], published_layout(PUBLISHED))
 # (method, scale) -> its training seeds: the `runs` groups, and every pair a table or figure
 # reports on (with the global `seeds` unless a group names it).
 RUNS = run_matrix(config)
@@ -443,12 +450,29 @@ def figure_files():
 
 
 def published_table_files():
-    """The tables whose kind can draw the paper's published numbers, from those numbers."""
+    """The tables the paper's published numbers hold, drawn from those numbers."""
     return expand(
         "results/published/tables/{table}.{ext}",
-        table=[t for t, spec in config["tables"].items() if publishable(spec)],
+        table=PUBLISHED_TABLES,
         ext=["csv", "md", "tex"],
     )
+
+
+def published_context(name):
+    """What a table kind reads to draw ``name`` from the published numbers: labels and scales
+    only, none of them the experiment's (``published_scale_labels`` head the scales)."""
+    spec = PUBLISHED_TABLES[name]
+    scales = spec_scales(spec)
+    labels = config.get("published_scale_labels") or {}
+    return {
+        "id": name,
+        "experiment": "published",
+        "scales": scales,
+        "scale_labels": {s: labels.get(s, s) for s in scales},
+        "benchmarks": BENCHMARKS,
+        "benchmark_labels": {b: config["benchmarks"][b]["label"] for b in BENCHMARKS},
+        "method_labels": {m: config["methods"][m]["label"] for m in spec["methods"]},
+    }
 
 
 def base_accuracy_files():

@@ -71,8 +71,8 @@ rule published_table:
     conda:
         "../envs/cpu.yaml"
     params:
-        spec=lambda wc: config["tables"][wc.table],
-        context=lambda wc: report_context(wc.table, config["tables"][wc.table]),
+        spec=lambda wc: PUBLISHED_TABLES[wc.table],
+        context=lambda wc: published_context(wc.table),
     script:
         "scripts/make_published_table.py"
 

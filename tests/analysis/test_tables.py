@@ -5,11 +5,17 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pandas as pd
 import pytest
 
-from dashrepro.analysis.tables import make_published_table, publishable
+from dashrepro.analysis.tables import (
+    make_published_table,
+    publishable,
+    published_layout,
+    published_table_specs,
+)
 from dashrepro.analysis.tables._render import cells_frame, published_cells, ranks, shade
 from dashrepro.config import load_config
 from dashrepro.io import read_csv
@@ -75,7 +81,7 @@ def test_every_published_table_renders(published, paper_config):
     assert set(rendered) == {
         "main_results", "supp_propagation_controls", "supp_allocation_signal",
         "supp_local_designs", "vocabulary_support", "supp_four_seed_results",
-        "supp_grpo_grid", "grpo_hybrid_8b", "supp_batch_runtime",
+        "supp_grpo_grid", "grpo_hybrid", "supp_batch_runtime",
     }  # fmt: skip
     assert "| 0.5 | 8 | 42.50 | 44.50 | **+2.00** |" in rendered["supp_grpo_grid"]["md"]
     assert "| AIME 2024 | 58.30 ± 0.90 |" in rendered["supp_four_seed_results"]["md"]
@@ -85,6 +91,66 @@ def test_every_published_table_renders(published, paper_config):
         tex = tables["tex"]
         assert tex.count(r"\begin{tabular}") == tex.count(r"\end{tabular}") == 1
         assert tex.count("{") == tex.count("}")  # balanced braces
+
+
+MARK = re.compile(r"\\(first|second|third)score\{([^}]*)\}|\\textbf\{([-+0-9.]+)\}")
+RANK_OF = {"first": 1, "second": 2, "third": 3}
+
+
+def test_published_tables_mark_exactly_the_cells_the_paper_marks(
+    repo_root, published, paper_config
+):
+    """Each published table's marks are the printed ranks of dash_paper.csv, not a top three of
+    its own: in three supplementary tables the paper's bold is not a per-column ranking (7 cells,
+    e.g. OPSD third in vocabulary_support is unmarked, DASH's AIME 2024 in supp_local_designs is
+    bold while dash_k1 ties it), and the text's GRPO hybrid numbers carry no mark."""
+    specs = published_table_specs(
+        paper_config["tables"], published_layout(repo_root / paper_config["published_numbers"])
+    )
+    checked = 0
+    for name, spec in specs.items():
+        table = (spec.get("options") or {}).get("published_table", name)
+        rows = published[(published["table"] == table) & published["rank"].notna()]
+        if spec["kind"] == "grpo_grid":
+            printed = sorted((1, f"{float(v):+.2f}" if c == "gain" else f"{float(v):.2f}")
+                             for v, c in zip(rows["value"], rows["column"], strict=True))  # fmt: skip
+        else:
+            printed = sorted(
+                (int(float(r)), f"{float(v):.2f}")
+                for r, v in zip(rows["rank"], rows["value"], strict=True)
+            )
+        tex = make_published_table(
+            published, spec, context_of({**paper_config, "tables": specs}, name)
+        )["tex"]
+        marked = sorted(
+            (RANK_OF[m[0]], m[1].split(" ")[0]) if m[0] else (1, m[2]) for m in MARK.findall(tex)
+        )
+        assert marked == printed, name
+        checked += len(printed)
+    assert checked == 65  # every printed mark of every table (43 of them in the main table)
+    vocabulary = make_published_table(
+        published,
+        specs["vocabulary_support"],
+        context_of({**paper_config, "tables": specs}, "vocabulary_support"),
+    )["md"]
+    assert "| OPSD | 55.60 | 40.80 | 29.20 | 41.87 |" in vocabulary
+
+
+def test_published_tables_take_their_scales_and_copied_rows_from_the_numbers(repo_root):
+    """Whatever experiment is selected, the published tables are the ones the numbers hold, at
+    the scales they hold them, with the rows the paper copies: the embedded default's tables
+    are at its tiny scales and copy no rows, and come out as the paper prints them."""
+    default = load_config(repo_root / "workflow_config.yaml")
+    layout = published_layout(repo_root / default["published_numbers"])
+    specs = published_table_specs(default["tables"], layout)
+    ids = {(spec.get("options") or {}).get("published_table", name) for name, spec in specs.items()}
+    assert ids == set(layout)  # every table the numbers hold, none they do not
+    assert "supp_result_provenance" not in specs  # its kind draws no published numbers
+    assert spec_scales(specs["main_results"]) == ["qwen3_1p7b", "qwen3_4b", "qwen3_8b"]
+    assert specs["main_results"]["options"]["external_rows"] == ["base", "sft", "grpo"]
+    assert spec_scales(specs["grpo_hybrid"]) == ["qwen3_1p7b", "qwen3_8b"]
+    # A table whose published numbers are not held is left out, not drawn empty.
+    assert published_table_specs({"mine": {**default["tables"]["main_results"]}}, layout) == {}
 
 
 def test_grpo_grid_gain_is_aggregated_minus_not(paper_config, tmp_path):

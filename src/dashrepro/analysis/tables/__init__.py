@@ -33,6 +33,60 @@ def publishable(spec: Mapping) -> bool:
     return hasattr(kind_module("tables", spec["kind"]), "from_published")
 
 
+def published_table_id(name: str, spec: Mapping) -> str:
+    """The published table that config table ``name`` reproduces (option ``published_table``,
+    default its own name)."""
+    return (spec.get("options") or {}).get("published_table", name)
+
+
+#: The sources of the rows the paper copies from other work (drawn with a dagger).
+EXTERNAL_SOURCES = ("Zhao et al.",)
+
+
+def published_layout(path) -> dict[str, dict[str, list[str]]]:
+    """Each table the published numbers at ``path`` hold: its ``scales`` and its ``external_rows``
+    (rows from ``EXTERNAL_SOURCES``), each in first-row order.
+
+    Read with the standard library: Snakemake calls this while it parses the workflow."""
+    import csv
+
+    held: dict[str, dict[str, list[str]]] = {}
+    with open(path, newline="", encoding="utf-8") as handle:
+        for row in csv.DictReader(handle):
+            layout = held.setdefault(row["table"], {"scales": [], "external_rows": []})
+            if row["scale"] not in layout["scales"]:
+                layout["scales"].append(row["scale"])
+            if row["source"] in EXTERNAL_SOURCES and row["row"] not in layout["external_rows"]:
+                layout["external_rows"].append(row["row"])
+    return held
+
+
+def published_table_specs(tables: Mapping[str, Mapping], held: Mapping[str, Mapping]) -> dict:
+    """The config tables the published numbers can draw, each as the paper prints it.
+
+    Whatever experiment is selected, ``published_tables`` then renders the paper's tables at the
+    paper's scales, with the rows it copies from other work: the config gives the kind, the rows
+    and the options, the numbers (``published_layout``) the scales and the external rows. A table
+    whose kind cannot draw published numbers, or whose published table the numbers do not hold,
+    is left out rather than rendered empty."""
+    from dashrepro.analysis.registry import kind_module
+
+    specs = {}
+    for name, spec in tables.items():
+        layout = held.get(published_table_id(name, spec))
+        if not layout or not publishable(spec):
+            continue
+        spec = {**spec, "scale": list(layout["scales"])}
+        if (
+            layout["external_rows"]
+            and "external_rows" in kind_module("tables", spec["kind"]).OPTIONS
+        ):
+            options = {**(spec.get("options") or {}), "external_rows": layout["external_rows"]}
+            spec["options"] = options
+        specs[name] = spec
+    return specs
+
+
 def make_published_table(
     published: pd.DataFrame, spec: Mapping, context: Mapping
 ) -> dict[str, str]:

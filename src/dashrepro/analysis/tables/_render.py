@@ -10,7 +10,10 @@ Rank shading (the paper's main table): in each (scale, column), the top three *d
 as displayed (two decimals) get ranks 1, 2, 3, ties sharing a rank, external rows included.
 LaTeX marks them ``\\firstscore{}``, ``\\secondscore{}``, ``\\thirdscore{}`` (defined by the
 table with ``\\providecommand``: bold, underline, italic, so a document may restyle them);
-Markdown marks them ``**x**``, ``<ins>x</ins>``, ``*x*``.
+Markdown marks them ``**x**``, ``<ins>x</ins>``, ``*x*``. A table drawn from the published
+numbers marks exactly the cells the paper marks: its cells carry the printed rank
+(``dash_paper.csv``'s ``rank``), which the renderers use instead of ranking the values (in
+three supplementary tables the paper's bold is not a per-column top three).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ import math
 from collections.abc import Mapping, Sequence
 
 import pandas as pd
+
+from dashrepro.analysis.tables import EXTERNAL_SOURCES
 
 CELL_COLUMNS = (
     "table",
@@ -34,7 +39,6 @@ CELL_COLUMNS = (
     "source",
 )
 
-EXTERNAL_SOURCES = ("Zhao et al.",)
 
 RANK_LATEX = {1: r"\firstscore", 2: r"\secondscore", 3: r"\thirdscore"}
 RANK_MACROS = (
@@ -84,6 +88,14 @@ def shade(cells: pd.DataFrame, mode: str) -> pd.Series:
     return result
 
 
+def cell_ranks(cells: pd.DataFrame, mode: str) -> pd.Series:
+    """The rank each cell is marked with: the paper's printed rank where the cells carry one (a
+    published table, ``published_cells(..., printed_rank=True)``), else ``shade(cells, mode)``."""
+    if "rank" in cells.columns:
+        return cells["rank"].map(lambda r: None if pd.isna(r) else int(r)).astype(object)
+    return shade(cells, mode)
+
+
 def _count(value) -> str:
     return "" if value is None or pd.isna(value) else str(int(value))
 
@@ -113,7 +125,7 @@ def score_table(
     ``sections`` are (title or None, row ids) blocks, drawn in order with a rule between them
     (a row without cells is left out); external rows (a source in ``EXTERNAL_SOURCES``) get a dagger. ``columns`` maps column id ->
     header label (e.g. the benchmarks, then ``average``)."""
-    cells = cells.assign(rank=shade(cells, shading))
+    cells = cells.assign(rank=cell_ranks(cells, shading))
     by_key = {(r.row, r.scale, r.column): r for r in cells.itertuples()}
     labels = dict(zip(cells["row"], cells["label"], strict=False))
     external = {r.row for r in cells.itertuples() if r.source in EXTERNAL_SOURCES}
@@ -176,12 +188,17 @@ def score_table(
     return {"md": "\n".join(md) + "\n", "tex": "\n".join(tex) + "\n"}
 
 
-def published_cells(published: pd.DataFrame, table: str, labels: Mapping[str, str]) -> pd.DataFrame:
-    """The cells of ``table`` in the paper's published numbers (``dash_paper.csv``)."""
+def published_cells(
+    published: pd.DataFrame, table: str, labels: Mapping[str, str], printed_rank: bool = False
+) -> pd.DataFrame:
+    """The cells of ``table`` in the paper's published numbers (``dash_paper.csv``); with
+    ``printed_rank``, a last column ``rank``: the mark the paper prints on each (1-3, or None),
+    which ``cell_ranks`` then uses (for a table drawn wholly from the published numbers, not for
+    published rows mixed into ours)."""
     mine = published[published["table"] == table]
     if mine.empty:
         raise ValueError(f"the published numbers hold no table {table!r}")
-    return cells_frame(
+    cells = cells_frame(
         [
             {
                 "table": table,
@@ -199,3 +216,6 @@ def published_cells(published: pd.DataFrame, table: str, labels: Mapping[str, st
             for r in mine.to_dict("records")
         ]
     )
+    if printed_rank:
+        cells["rank"] = [None if pd.isna(r) else int(r) for r in mine["rank"]]
+    return cells

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 import pandas as pd
 
 from dashrepro.analysis.registry import OURS
-from dashrepro.analysis.tables._render import cells_frame, published_cells, shade
+from dashrepro.analysis.tables._render import cell_ranks, cells_frame, published_cells
 from dashrepro.analysis.tables.method_scores import selection_cells
 from dashrepro.run_matrix import value_name
 
@@ -58,12 +58,12 @@ def build(spec: Mapping, inputs: Mapping, context: Mapping) -> pd.DataFrame:
 
 
 def from_published(published: pd.DataFrame, spec: Mapping, context: Mapping) -> pd.DataFrame:
-    return published_cells(published, context["id"], {})
+    return published_cells(published, context["id"], {}, printed_rank=True)
 
 
 def render(cells: pd.DataFrame, spec: Mapping, context: Mapping) -> dict[str, str]:
-    best = shade(cells[cells["column"].isin(["agg", "gain"])], "best")
-    cells = cells.assign(rank=best.reindex(cells.index))
+    marked = cells[cells["column"].isin(["agg", "gain"])]
+    cells = cells.assign(rank=cell_ranks(marked, "best").reindex(cells.index))
     by_key = {(r.row, r.column): r for r in cells.itertuples()}
 
     def text(row: str, column: str, latex: bool) -> str:

@@ -129,7 +129,8 @@ def from_published(published: pd.DataFrame, spec: Mapping, context: Mapping) -> 
     """The same table's cells from the paper's published numbers."""
     labels = {**EXTERNAL_LABELS, **context["method_labels"]}
     table = (spec.get("options") or {}).get("published_table", context["id"])
-    return published_cells(published, table, labels).assign(table=context["id"])
+    cells = published_cells(published, table, labels, printed_rank=True)
+    return cells.assign(table=context["id"])
 
 
 def render(cells: pd.DataFrame, spec: Mapping, context: Mapping) -> dict[str, str]:

@@ -32,7 +32,7 @@ def build(spec: Mapping, inputs: Mapping, context: Mapping) -> pd.DataFrame:
 
 
 def from_published(published: pd.DataFrame, spec: Mapping, context: Mapping) -> pd.DataFrame:
-    return published_cells(published, context["id"], context["method_labels"])
+    return published_cells(published, context["id"], context["method_labels"], printed_rank=True)
 
 
 def render(cells: pd.DataFrame, spec: Mapping, context: Mapping) -> dict[str, str]:
