@@ -328,6 +328,28 @@ def test_a_bad_derived_scale_stops_the_run_naming_the_key(default_config_file, c
         validate_config(config)
 
 
+def test_an_output_left_at_an_embedded_scale_under_the_paper_experiment_is_named(
+    repo_root, tmp_path
+):
+    """A table added to workflow_config.yaml is inherited by the paper overlay at the default's
+    tiny scale unless the overlay sets its scale: that stops the run, naming the entry."""
+    import yaml
+
+    base = yaml.safe_load((repo_root / "workflow_config.yaml").read_text())
+    base["tables"]["my_table"] = {**base["tables"]["vocabulary_support"]}
+    (tmp_path / "workflow_config.yaml").write_text(yaml.safe_dump(base))
+    paper = repo_root / "config/experiments/paper.yaml"
+    with pytest.raises(
+        ConfigError,
+        match=r"tables\.my_table\.scale: 'tiny_ablation' is an embedded scale.*qwen3_1p7b",
+    ):
+        load_config(tmp_path / "workflow_config.yaml", paper)
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(yaml.safe_dump({"tables": {"my_table": {"scale": "qwen3_1p7b"}}}))
+    load_config(tmp_path / "workflow_config.yaml", paper, overlay)  # explicit: valid
+    load_config(tmp_path / "workflow_config.yaml")  # the embedded default alone: valid
+
+
 def test_a_runs_group_naming_an_unknown_method_is_an_error(repo_root):
     from dashrepro.config import read_config_file
 

@@ -33,6 +33,7 @@ import yaml
 from dashrepro.analysis.registry import GROUPS, spec_problems
 from dashrepro.parameters import AGGREGATION_PARAMS, DIVERGENCES, OBJECTIVES, check_params
 from dashrepro.run_matrix import (
+    base_scale,
     expand_config,
     matrix_problems,
     run_matrix,
@@ -349,6 +350,7 @@ def check_semantics(config: Mapping) -> list[str]:
     for group in GROUPS:
         for name, spec in config[group].items():
             problems += _output_problems(group, name, spec, config)
+    problems += _embedded_output_problems(config)
     if config["statistics"]["reference"] not in config["methods"]:
         problems.append(
             f"statistics.reference: unknown method {config['statistics']['reference']!r}"
@@ -367,6 +369,34 @@ def _output_problems(group: str, name: str, spec: Mapping, config: Mapping) -> l
         if method not in config["methods"]:
             problems.append(f"{where}.methods: unknown method {method!r}")
     return problems + spec_problems(group, name, dict(spec))
+
+
+def _embedded_output_problems(config: Mapping) -> list[str]:
+    """An experiment that builds outputs at released models (e.g. the paper overlay) must say the
+    scale of each: a table or figure it leaves at an embedded scale (the default's ``tiny``,
+    inherited from workflow_config.yaml) would be a tiny-model result among the paper's."""
+    known = config["scales"]
+
+    def embedded(scale: str) -> bool:
+        return known[base_scale(config, scale)].get("source") == "embedded"
+
+    outputs = [
+        (f"{group}.{name}", spec_scales(spec))
+        for group in GROUPS
+        for name, spec in config[group].items()
+        if all(scale in known for scale in spec_scales(spec))
+    ]
+    released = sorted({s for _, scales in outputs for s in scales if not embedded(s)})
+    if not released:
+        return []
+    return [
+        f"{where}.scale: {scale!r} is an embedded scale, but this experiment builds its other "
+        f"outputs at released models ({', '.join(released)}); set this entry's scale in the "
+        "overlay (or leave the entry out)"
+        for where, scales in outputs
+        for scale in scales
+        if embedded(scale)
+    ]
 
 
 def _non_finite(node: object, path: tuple[str, ...] = ()) -> list[str]:
