@@ -175,15 +175,27 @@ def test_lengths_that_cannot_fit_are_stopped(default_config, change, key):
 def test_every_declared_parameter_is_an_aggregation_argument():
     """The registry config validation reads is the one ``objectives.aggregate`` takes."""
     from dashrepro import objectives
-    from dashrepro.parameters import AGGREGATION_PARAMS
+    from dashrepro.parameters import AGGREGATION_SPECS
 
-    assert set(AGGREGATION_PARAMS) == set(objectives.AGGREGATIONS)
-    for name, declared in AGGREGATION_PARAMS.items():
-        assert set(declared) == objectives.aggregation_param_names(name), name
+    assert set(AGGREGATION_SPECS) == set(objectives.AGGREGATIONS)
+    for name, declared in AGGREGATION_SPECS.items():
+        assert set(declared.params) == objectives.aggregation_param_names(name), name
     import torch
 
     with pytest.raises(ValueError, match=r"kappa -5.0 is out of range \(kappa >= 0"):
         objectives.aggregate("dash", torch.zeros(1, 3), torch.ones(1, 3), kappa=-5.0)
+    # What an entry says it reads is what its function reads: the trainer passes the teacher's
+    # entropy exactly to the aggregations whose entry needs it (MethodSpec.needs_teacher_entropy).
+    required = {"fixed_lambda": {"lam": 0.5}}
+    for name, declared in AGGREGATION_SPECS.items():
+        call = lambda: objectives.aggregate(  # noqa: E731
+            name, torch.rand(2, 4), torch.ones(2, 4), **required.get(name, {})
+        )
+        if declared.needs_teacher_entropy:
+            with pytest.raises(ValueError, match="needs teacher_entropy"):
+                call()
+        else:
+            call()
 
 
 def _snakemake_dry_run(repo_root, tmp_path, overlay: dict):

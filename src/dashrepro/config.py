@@ -31,7 +31,7 @@ import jsonschema
 import yaml
 
 from dashrepro.analysis.registry import GROUPS, spec_problems
-from dashrepro.parameters import AGGREGATION_PARAMS, DIVERGENCES, OBJECTIVES, check_params
+from dashrepro.parameters import AGGREGATION_SPECS, DIVERGENCES, OBJECTIVES, check_params
 from dashrepro.run_matrix import (
     base_scale,
     expand_config,
@@ -142,10 +142,10 @@ def _method_problems(name: str, method: Mapping, config: Mapping) -> list[str]:
     """Every problem of one method entry: its aggregation or objective and their parameters."""
     where = f"methods.{name}"
     aggregation = method["aggregation"]
-    if aggregation not in AGGREGATION_PARAMS:
+    if aggregation not in AGGREGATION_SPECS:
         return [
             f"{where}.aggregation: unknown aggregation {aggregation!r}; "
-            f"known: {sorted(AGGREGATION_PARAMS)}"
+            f"known: {sorted(AGGREGATION_SPECS)}"
         ]
     if method["divergence"] not in DIVERGENCES:
         return [
@@ -182,7 +182,7 @@ def _method_problems(name: str, method: Mapping, config: Mapping) -> list[str]:
                     f"(micro_batch_size x grad_accumulation = {per_process})"
                 )
     problems += check_params(
-        AGGREGATION_PARAMS[aggregation],
+        AGGREGATION_SPECS[aggregation].params,
         method["params"],
         f"{where}.params",
         owner=f"aggregation {aggregation!r}",

@@ -1,5 +1,5 @@
 """The registries of aggregations and training objectives: their hyper-parameters with valid
-ranges, and each objective's teacher views.
+ranges, what each aggregation reads besides r_t, and each objective's teacher views.
 
 One declaration serves both places that need it: ``objectives`` checks a call's parameters
 against it, and config validation (``dashrepro.config``) checks every method's ``params`` and
@@ -7,8 +7,8 @@ against it, and config validation (``dashrepro.config``) checks every method's `
 ``snakemake -n`` naming the key and the allowed range instead of killing a training job.
 Torch-free, so that Snakemake's parse of the workflow imports no model library.
 
-    from dashrepro.parameters import AGGREGATION_PARAMS, check_params
-    check_params(AGGREGATION_PARAMS["dash"], {"kappa": -5.0}, where="methods.dash.params")
+    from dashrepro.parameters import AGGREGATION_SPECS, check_params
+    check_params(AGGREGATION_SPECS["dash"].params, {"kappa": -5.0}, where="methods.dash.params")
     # -> ["methods.dash.params.kappa: -5.0 is out of range (kappa >= 0)"]
 """
 
@@ -70,23 +70,35 @@ DIVERGENCES = ("forward_kl", "reverse_kl", "jsd")
 
 _KAPPA = Param(minimum=0.0, meaning="gate sharpness of the sigmoid(-kappa x gap) gate")
 
-#: Parameters of each aggregation of ``objectives.AGGREGATIONS`` (its keyword arguments).
-AGGREGATION_PARAMS: dict[str, dict[str, Param]] = {
-    "opsd": {},
-    "dash": {"kappa": _KAPPA},
-    "fixed_lambda": {
-        "lam": Param(minimum=0.0, maximum=1.0, required=True, meaning="the constant gate")
-    },
-    "inverse_gap": {"kappa": _KAPPA},
-    "normalized_dash": {"kappa": _KAPPA},
-    "scale_matched_opsd": {"kappa": _KAPPA},
-    "entropy_gate": {"kappa": _KAPPA},
-    "soft_or": {"kappa": _KAPPA},
-    "pw_opsd": {
-        "position_w_min": Param(minimum=0.0, maximum=1.0, meaning="weight of the first token"),
-        "position_tau": Param(minimum=0.0, maximum=1.0, meaning="midpoint, a fraction of T"),
-        "position_s": Param(minimum=0.0, exclusive_minimum=True, meaning="sigmoid width"),
-    },
+@dataclass(frozen=True)
+class Aggregation:
+    """What an aggregation of ``objectives.AGGREGATIONS`` declares, in its one entry here: its
+    parameters (the function's keyword arguments, with their ranges) and whether it reads the
+    teacher's per-token entropy (the trainer computes it and passes ``teacher_entropy``)."""
+
+    params: dict[str, Param]
+    needs_teacher_entropy: bool = False
+
+
+#: Every aggregation (``methods.<m>.aggregation``); its function is ``objectives.AGGREGATIONS``'s.
+AGGREGATION_SPECS: dict[str, Aggregation] = {
+    "opsd": Aggregation(params={}),
+    "dash": Aggregation(params={"kappa": _KAPPA}),
+    "fixed_lambda": Aggregation(
+        params={"lam": Param(minimum=0.0, maximum=1.0, required=True, meaning="the constant gate")}
+    ),
+    "inverse_gap": Aggregation(params={"kappa": _KAPPA}),
+    "normalized_dash": Aggregation(params={"kappa": _KAPPA}),
+    "scale_matched_opsd": Aggregation(params={"kappa": _KAPPA}),
+    "entropy_gate": Aggregation(params={"kappa": _KAPPA}, needs_teacher_entropy=True),
+    "soft_or": Aggregation(params={"kappa": _KAPPA}, needs_teacher_entropy=True),
+    "pw_opsd": Aggregation(
+        params={
+            "position_w_min": Param(minimum=0.0, maximum=1.0, meaning="weight of the first token"),
+            "position_tau": Param(minimum=0.0, maximum=1.0, meaning="midpoint, a fraction of T"),
+            "position_s": Param(minimum=0.0, exclusive_minimum=True, meaning="sigmoid width"),
+        }
+    ),
 }
 
 

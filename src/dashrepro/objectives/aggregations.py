@@ -27,7 +27,7 @@ import torch
 from torch import Tensor
 
 from dashrepro.objectives.masks import _as_bool_mask, _check_rollout_mask, masked_mean
-from dashrepro.parameters import AGGREGATION_PARAMS
+from dashrepro.parameters import AGGREGATION_SPECS
 
 # ----------------------------------------------------------------------------------------------
 # Gates, coefficients and horizons (appendix "Aggregation Coefficients and Supervision Horizons")
@@ -313,7 +313,7 @@ def aggregate(
             raise ValueError(f"aggregation {method!r} requires parameter {key!r}")
     # The ranges config validation checks before any job starts (dashrepro.parameters).
     for key, value in params.items():
-        declared = AGGREGATION_PARAMS[method][key]
+        declared = AGGREGATION_SPECS[method].params[key]
         why = declared.problem(value)
         if why:
             raise ValueError(f"aggregation {method!r}: {key} {why} ({declared.describe(key)})")

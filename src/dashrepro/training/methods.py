@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from dashrepro.parameters import OBJECTIVES, check_params
+from dashrepro.parameters import AGGREGATION_SPECS, OBJECTIVES, check_params
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class MethodSpec:
 
     @property
     def needs_teacher_entropy(self) -> bool:
-        return self.aggregation in {"entropy_gate", "soft_or"}
+        return AGGREGATION_SPECS[self.aggregation].needs_teacher_entropy
 
     @property
     def group_size(self) -> int:
