@@ -46,6 +46,28 @@ def default_config() -> dict:
     return expand_config(yaml.safe_load((REPO_ROOT / "workflow_config.yaml").read_text()))
 
 
+def copy_tracked_files(repo_root: Path, dest: Path) -> Path:
+    """A copy of the repository's tracked files in ``dest`` (what a fresh clone holds), to run
+    or change the workflow without touching this checkout. Skips the test outside a git
+    checkout."""
+    import shutil
+    import subprocess
+
+    if shutil.which("git") is None or not (repo_root / ".git").exists():
+        pytest.skip("needs a git checkout to copy the tracked files")
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=repo_root, capture_output=True, check=True
+    ).stdout.decode()
+    for name in filter(None, files.split("\0")):
+        source, target = repo_root / name, dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.is_symlink():
+            target.symlink_to(source.readlink())
+        elif source.is_file():
+            shutil.copy2(source, target)
+    return dest
+
+
 def expected_jobs(config: dict) -> dict[str, int]:
     """How many jobs of each rule ``all_tables`` of ``config`` (expanded) plans, counted from the
     config itself (run matrix, checkpoint schedules, tables, base models), so that a test of the

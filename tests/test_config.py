@@ -188,14 +188,12 @@ def test_every_declared_parameter_is_an_aggregation_argument():
     # entropy exactly to the aggregations whose entry needs it (MethodSpec.needs_teacher_entropy).
     required = {"fixed_lambda": {"lam": 0.5}}
     for name, declared in AGGREGATION_SPECS.items():
-        call = lambda: objectives.aggregate(  # noqa: E731
-            name, torch.rand(2, 4), torch.ones(2, 4), **required.get(name, {})
-        )
+        args, kwargs = (name, torch.rand(2, 4), torch.ones(2, 4)), required.get(name, {})
         if declared.needs_teacher_entropy:
             with pytest.raises(ValueError, match="needs teacher_entropy"):
-                call()
+                objectives.aggregate(*args, **kwargs)
         else:
-            call()
+            objectives.aggregate(*args, **kwargs)
 
 
 def _snakemake_dry_run(repo_root, tmp_path, overlay: dict):

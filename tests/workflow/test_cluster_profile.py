@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 
@@ -28,18 +27,9 @@ def readme_cluster_command(repo_root) -> str:
 def dry_run(repo_root, tmp_path_factory) -> str:
     """The README's command with `-n`, in a copy of the tracked files (the benchmark files,
     never committed, as empty stand-ins: a dry run reads none)."""
-    if shutil.which("git") is None or not (repo_root / ".git").exists():
-        pytest.skip("needs a git checkout to copy the tracked files")
-    copy = tmp_path_factory.mktemp("repo")
-    files = subprocess.run(["git", "ls-files", "-z"], cwd=repo_root, capture_output=True,
-                           check=True).stdout.decode().split("\0")  # fmt: skip
-    for name in filter(None, files):
-        source, target = repo_root / name, copy / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_symlink():
-            target.symlink_to(source.readlink())
-        elif source.is_file():
-            shutil.copy2(source, target)
+    from conftest import copy_tracked_files
+
+    copy = copy_tracked_files(repo_root, tmp_path_factory.mktemp("repo"))
     (copy / "data/benchmarks").mkdir(parents=True, exist_ok=True)
     for name in ("aime2024", "aime2025", "hmmt_feb2025"):
         (copy / f"data/benchmarks/{name}.jsonl").touch()
