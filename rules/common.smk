@@ -22,16 +22,20 @@ from dashrepro.analysis.tables import (  # noqa: E402
 )
 from dashrepro.config import (  # noqa: E402
     VALIDATION_SPLIT,
-    checkpoint_steps,
-    resolve_repo_path,
     snakemake_config_sources,
     validate_config,
     vllm_backend_problems,
 )
 from dashrepro.hub import SNAPSHOT_RECORD, model_id_of, snapshot_folder  # noqa: E402
+from dashrepro.layout import resolve_repo_path  # noqa: E402
 from dashrepro.parameters import teacher_views_of  # noqa: E402
 from dashrepro.plan import plan_markdown  # noqa: E402
-from dashrepro.run_matrix import base_scale, run_matrix, spec_scales  # noqa: E402
+from dashrepro.run_matrix import (  # noqa: E402
+    base_scale,
+    checkpoint_steps,
+    run_matrix,
+    spec_scales,
+)
 from snakemake_interface_executor_plugins.settings import ExecMode  # noqa: E402
 
 validate_config(

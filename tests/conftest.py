@@ -74,8 +74,7 @@ def expected_jobs(config: dict) -> dict[str, int]:
     DAG does not pin numbers that an added method, seed or table changes."""
     from collections import Counter
 
-    from dashrepro.config import checkpoint_steps
-    from dashrepro.run_matrix import base_scale, run_matrix
+    from dashrepro.run_matrix import base_scale, checkpoint_steps, run_matrix
 
     runs = run_matrix(config)
     counts = Counter()

@@ -39,7 +39,8 @@ def fake_hub(files: dict[str, bytes], calls: list):
 def test_a_download_lands_whole_with_a_record_of_every_file(tmp_path, monkeypatch):
     import huggingface_hub
 
-    from dashrepro.io import sha256_file, source_fingerprint
+    from dashrepro.hub import source_fingerprint
+    from dashrepro.io import sha256_file
 
     calls = []
     files = {"config.json": b"{}", "model.safetensors": b"weights", "tokenizer.json": b"{}"}

@@ -12,9 +12,13 @@ Each stage of the Snakemake workflow is a thin call into one subpackage:
 - ``analysis``    -- best-checkpoint selection, table and figure kinds
 - ``provenance``  -- what every output was made from
 
-and three shared cores: ``config`` (loading and validating the configuration), ``parameters``
-(the registries of aggregations and objectives with their parameter ranges) and ``io`` (atomic
-writes, reads that name their file, hashing).
+and the shared cores: ``config`` (loading and validating the configuration), ``parameters``
+(the registries of aggregations and objectives with their parameter ranges), ``run_matrix``
+(method grids, derived scales, the runs and their checkpoint steps), ``io`` (atomic writes,
+reads that name their file, hashing), ``layout`` (the repository's files a config names),
+``adapters`` (a LoRA adapter folder, read by the trainer and the samplers) and ``hub`` (released
+models at a pinned commit). The stages import the cores and earlier stages, never each other in
+a circle (``tests/test_import_graph.py``).
 """
 
 __version__ = "0.1.0"

@@ -30,9 +30,11 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from dashrepro.analysis.registry import GROUPS, spec_problems
+from dashrepro.analysis.registry import spec_problems
+from dashrepro.layout import resolve_repo_path
 from dashrepro.parameters import AGGREGATION_SPECS, DIVERGENCES, OBJECTIVES, check_params
 from dashrepro.run_matrix import (
+    GROUPS,
     base_scale,
     expand_config,
     matrix_problems,
@@ -53,22 +55,6 @@ VLLM_HEAD_DIMS = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
 VLLM_MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 #: ``sampling.vllm.VLLMSampler``'s ``max_lora_rank`` when evaluation.vllm does not set one.
 VLLM_DEFAULT_MAX_LORA_RANK = 64
-
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def resolve_repo_path(path: str | Path) -> Path:
-    """A config path as given if it exists (absolute, or relative to the working directory),
-    else relative to the repository (files shipped with it, e.g. config/deepspeed/*.json)."""
-    path = Path(path)
-    return path if path.is_absolute() or path.exists() else REPO_ROOT / path
-
-
-def checkpoint_steps(train: Mapping) -> list[int]:
-    """The steps at which a scale's run saves a checkpoint: every ``checkpoint_every`` steps."""
-    every = train["checkpoint_every"]
-    return list(range(every, train["steps"] + 1, every))
 
 
 class ConfigError(ValueError):

@@ -6,7 +6,7 @@ each pretrained scale's ``model`` at its 40-hex ``revision`` into ``resources/mo
 and every job that loads the model takes that folder's snapshot record as an input. The record,
 ``dashrepro_snapshot.json`` inside the folder, names the model, the commit, and the sha256 of
 every file, computed once here; it stands for the folder's content wherever a job fingerprints
-its base model (``dashrepro.io.source_fingerprint``), so no job hashes gigabytes of weights.
+its base model (``source_fingerprint``), so no job hashes gigabytes of weights.
 
     python -m dashrepro.hub Qwen/Qwen3-1.7B <40-hex commit> resources/models/qwen3_1p7b
 """
@@ -14,6 +14,7 @@ its base model (``dashrepro.io.source_fingerprint``), so no job hashes gigabytes
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import shutil
 from pathlib import Path
@@ -52,6 +53,19 @@ def check_revision(model_id: str, revision: object, where: str) -> str:
         f'`python -c "import huggingface_hub as h; print(h.HfApi().model_info({model_id!r}).sha)"`) '
         "so that every job of the run loads the same weights"
     )
+
+
+def source_fingerprint(source: str | os.PathLike) -> str:
+    """What identifies a model or data source by content: the sha256 of a local file or folder,
+    or, for a name that is not a local path (a Hugging Face id), the name itself. A model
+    snapshot fetched here is identified by its record, which holds the sha256 of every file
+    (computed once at download, not again in every job that loads gigabytes)."""
+    from dashrepro.io import sha256_file, sha256_path
+
+    record = Path(source) / SNAPSHOT_RECORD
+    if record.is_file():
+        return f"snapshot:{sha256_file(record)}"
+    return f"sha256:{sha256_path(source)}" if Path(source).exists() else f"name:{source}"
 
 
 def download_model(model_id: str, revision: str, folder: str | Path, where: str) -> dict:

@@ -255,16 +255,3 @@ def sha256_path(path: str | os.PathLike) -> str:
         digest.update(str(child.relative_to(path)).encode())
         digest.update(sha256_file(child).encode())
     return digest.hexdigest()
-
-
-def source_fingerprint(source: str | os.PathLike) -> str:
-    """What identifies a model or data source by content: the sha256 of a local file or folder,
-    or, for a name that is not a local path (a Hugging Face id), the name itself. A model
-    snapshot fetched by ``dashrepro.hub`` is identified by its record, which holds the sha256 of
-    every file (computed once at download, not again in every job that loads gigabytes)."""
-    from dashrepro.hub import SNAPSHOT_RECORD
-
-    record = Path(source) / SNAPSHOT_RECORD
-    if record.is_file():
-        return f"snapshot:{sha256_file(record)}"
-    return f"sha256:{sha256_path(source)}" if Path(source).exists() else f"name:{source}"

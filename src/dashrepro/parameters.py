@@ -70,6 +70,7 @@ DIVERGENCES = ("forward_kl", "reverse_kl", "jsd")
 
 _KAPPA = Param(minimum=0.0, meaning="gate sharpness of the sigmoid(-kappa x gap) gate")
 
+
 @dataclass(frozen=True)
 class Aggregation:
     """What an aggregation of ``objectives.AGGREGATIONS`` declares, in its one entry here: its

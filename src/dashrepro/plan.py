@@ -20,9 +20,8 @@ import sys
 from collections import Counter
 from collections.abc import Mapping
 
-from dashrepro.analysis.registry import GROUPS, kind_needs
-from dashrepro.config import checkpoint_steps
-from dashrepro.run_matrix import base_scale, run_matrix, spec_scales
+from dashrepro.analysis.registry import kind_needs
+from dashrepro.run_matrix import GROUPS, base_scale, checkpoint_steps, run_matrix, spec_scales
 
 #: Input sets that need each checkpoint evaluated (generation + grading), and selection.
 EVALUATED = {"selections", "summaries", "samples"}

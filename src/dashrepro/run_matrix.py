@@ -31,7 +31,14 @@ import copy
 import itertools
 from collections.abc import Mapping
 
-from dashrepro.analysis.registry import GROUPS
+#: The config's output groups: entries that each name a kind, their scales and their methods.
+GROUPS = ("tables", "figures")
+
+
+def checkpoint_steps(train: Mapping) -> list[int]:
+    """The steps at which a scale's run saves a checkpoint: every ``checkpoint_every`` steps."""
+    every = train["checkpoint_every"]
+    return list(range(every, train["steps"] + 1, every))
 
 
 def value_name(value) -> str:

@@ -283,8 +283,8 @@ def test_kept_shard_is_reused_only_for_the_same_problems_and_base_model(
 def test_truncated_adapter_names_its_file(generation_job, tmp_path):
     import shutil
 
+    from dashrepro.adapters import AdapterFileError
     from dashrepro.sampling.hf import load_policy
-    from dashrepro.training.checkpointing import AdapterFileError
 
     job, _ = generation_job
     folder = shutil.copytree(job["adapter_dir"], tmp_path / "checkpoint-4")

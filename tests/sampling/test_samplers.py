@@ -192,7 +192,7 @@ def adapter_folder(folder: Path) -> Path:
 
 
 def test_a_damaged_adapter_is_named_before_vllm_reads_it(fake_vllm, tmp_path):
-    from dashrepro.training.checkpointing import AdapterFileError
+    from dashrepro.adapters import AdapterFileError
 
     sampler = VLLMSampler("base", tokenizer=FakeTokenizer(), max_model_len=512)
     weights = adapter_folder(tmp_path / "step20") / "adapter_model.safetensors"

@@ -38,7 +38,6 @@ INPUT_SETS = {
     "published": "the paper's published numbers (config key published_numbers, one CSV)",
 }
 
-GROUPS = ("tables", "figures")
 #: Table kinds whose rows are methods and whose cells are means over seeds of each seed's
 #: selected checkpoint's Avg@k: the cells that the audit and the statistics follow.
 SCORE_KINDS = ("method_scores", "seed_statistics")

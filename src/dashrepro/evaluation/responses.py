@@ -28,12 +28,12 @@ from dashrepro.data.prompts import (
     render_student_prompt,
 )
 from dashrepro.heartbeat import heartbeat
+from dashrepro.hub import source_fingerprint
 from dashrepro.io import (
     UnreadableFileError,
     read_parquet,
     read_parquet_record,
     sha256_path,
-    source_fingerprint,
     write_parquet,
 )
 from dashrepro.sampling import SamplingSettings

@@ -28,8 +28,7 @@ from typing import Any
 
 from dashrepro import __version__
 from dashrepro.io import read_json, sha256_path, write_json
-
-REPO_ROOT = Path(__file__).resolve().parents[3]
+from dashrepro.layout import REPO_ROOT
 
 
 @functools.cache

@@ -114,7 +114,7 @@ def load_policy(base_model_dir: str | Path, adapter_dir: str | Path | None):
 
     model = AutoModelForCausalLM.from_pretrained(str(base_model_dir), dtype=torch.float32)
     if adapter_dir is not None:
-        from dashrepro.training.checkpointing import load_adapter
+        from dashrepro.adapters import load_adapter
 
         model = load_adapter(model, adapter_dir)
     if torch.cuda.is_available():

@@ -240,7 +240,7 @@ class VLLMSampler:
         key = (path, int(version))
         if key not in self._lora_ids:
             # vLLM reads the folder later, inside the engine; a damaged file fails here, named.
-            from dashrepro.training.checkpointing import check_adapter_files
+            from dashrepro.adapters import check_adapter_files
 
             check_adapter_files(path)
             self._lora_ids[key] = len(self._lora_ids) + 1  # ids start at 1 (0 means "no LoRA")

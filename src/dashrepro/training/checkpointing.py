@@ -89,14 +89,14 @@ import torch
 from peft import get_peft_model_state_dict, set_peft_model_state_dict
 from safetensors.torch import load_file
 
-from dashrepro.io import atomic_dir, sha256_file
-from dashrepro.training.adapters import (
+from dashrepro.adapters import (
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
     AdapterFileError,
     check_adapter_files,
     load_adapter,
 )
+from dashrepro.io import atomic_dir, sha256_file
 from dashrepro.training.fingerprint import config_diff, config_fingerprint, normalised_config
 from dashrepro.training.preemption import PREEMPTED_EXIT_CODE, PreemptionGuard
 from dashrepro.training.rng import capture_rng, restore_rng

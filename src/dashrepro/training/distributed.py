@@ -101,7 +101,7 @@ def deepspeed_config(train: Mapping, world_size: int | None = None) -> dict:
     (``zero_force_ds_cpu_optimizer: false`` lets ZeRO-2 offload its states to CPU), so the linear
     schedule drives it as on every other backend.
     """
-    from dashrepro.config import resolve_repo_path
+    from dashrepro.layout import resolve_repo_path
 
     path = resolve_repo_path(train["deepspeed_config"])
     if not path.is_file():

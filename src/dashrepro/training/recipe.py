@@ -44,15 +44,15 @@ import pandas as pd
 import torch
 
 from dashrepro import objectives
-from dashrepro.config import checkpoint_steps
 from dashrepro.data.prompts import TeacherProtocol
+from dashrepro.hub import source_fingerprint
 from dashrepro.io import (
     atomic_dir,
     load_tokenizer,
     read_parquet,
-    source_fingerprint,
     write_parquet,
 )
+from dashrepro.run_matrix import checkpoint_steps
 from dashrepro.sampling import Sample, derive_seed
 from dashrepro.training import checkpointing
 from dashrepro.training.batching import (

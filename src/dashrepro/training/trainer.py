@@ -64,8 +64,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from dashrepro.config import checkpoint_steps
 from dashrepro.data.prompts import TeacherProtocol
+from dashrepro.run_matrix import checkpoint_steps
 from dashrepro.training.batching import (
     BatchLayout,
     encode,

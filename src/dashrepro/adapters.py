@@ -5,7 +5,7 @@ Evaluation and the vLLM sampler read the trainer's ``checkpoint-N`` folders
 before peft or vLLM do, so a missing, truncated or non-PEFT file fails with an
 ``AdapterFileError`` naming it instead of deep inside a library with a message naming no file.
 
-    from dashrepro.training.adapters import load_adapter
+    from dashrepro.adapters import load_adapter
     policy = load_adapter(base_model, "results/.../checkpoint-40")
 """
 
