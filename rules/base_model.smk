@@ -25,15 +25,15 @@ rule download_model:
 
 rule sft_base_model:
     input:
-        train=f"{RESULTS}/data/train.parquet",
-        tokenizer=f"{RESULTS}/tokenizer/tokenizer.json",
+        train=LAYOUT.data("train.parquet"),
+        tokenizer=LAYOUT.tokenizer(),
     output:
-        weights=f"{RESULTS}/base_model/{{scale}}/model.safetensors",
-        history=f"{RESULTS}/base_model/{{scale}}/sft_history.parquet",
+        weights=f"{LAYOUT.base_model()}/model.safetensors",
+        history=f"{LAYOUT.base_model()}/sft_history.parquet",
     log:
-        f"{RESULTS}/logs/sft_base_model/{{scale}}.log",
+        LAYOUT.log("sft_base_model", "{scale}"),
     benchmark:
-        f"{RESULTS}/benchmarks/sft_base_model/{{scale}}.tsv"
+        LAYOUT.job_timing("sft_base_model", "{scale}")
     conda:
         "../envs/cpu.yaml"
     threads: 2
@@ -52,16 +52,16 @@ rule evaluate_base_model:
         benchmarks=list(benchmark_files().values()),
     output:
         accuracy=report(
-            f"{RESULTS}/eval/base/{{scale}}/accuracy.json",
+            f"{LAYOUT.base_eval()}/accuracy.json",
             caption="../report/base_accuracy.rst",
             category="Evaluation",
         ),
-        student_samples=f"{RESULTS}/eval/base/{{scale}}/student_samples.parquet",
-        teacher_samples=f"{RESULTS}/eval/base/{{scale}}/teacher_samples.parquet",
+        student_samples=f"{LAYOUT.base_eval()}/student_samples.parquet",
+        teacher_samples=f"{LAYOUT.base_eval()}/teacher_samples.parquet",
     log:
-        f"{RESULTS}/logs/evaluate_base_model/{{scale}}.log",
+        LAYOUT.log("evaluate_base_model", "{scale}"),
     benchmark:
-        f"{RESULTS}/benchmarks/evaluate_base_model/{{scale}}.tsv"
+        LAYOUT.job_timing("evaluate_base_model", "{scale}")
     # First when the base model is ready: it needs both cores, and would otherwise wait for
     # every single-core job of the DAG to finish (about 2 minutes at the end of the default).
     priority: 10

@@ -27,7 +27,12 @@ from dashrepro.config import (  # noqa: E402
     vllm_backend_problems,
 )
 from dashrepro.hub import SNAPSHOT_RECORD, model_id_of, snapshot_folder  # noqa: E402
-from dashrepro.layout import resolve_repo_path  # noqa: E402
+from dashrepro.layout import (  # noqa: E402
+    Results,
+    checkpoint_key,
+    resolve_repo_path,
+    run_key,
+)
 from dashrepro.parameters import teacher_views_of  # noqa: E402
 from dashrepro.plan import plan_markdown  # noqa: E402
 from dashrepro.run_matrix import (  # noqa: E402
@@ -55,11 +60,13 @@ validate_config(
 PREEMPTIBLE_RETRIES = 3 if workflow.exec_mode == ExecMode.DEFAULT else 0
 
 EXP = config["experiment"]
-RESULTS = f"results/{EXP}"
+# Every results path (dashrepro.layout): this experiment's, and the published tables'.
+LAYOUT = Results(EXP)
+PUBLISHED_LAYOUT = Results("published")
 BENCHMARKS = list(config["benchmarks"])
 # The held-out split checkpoints are also evaluated on (data.validation), or None.
 VALIDATION = config["data"].get("validation")
-VALIDATION_FILE = f"{RESULTS}/data/validation.parquet" if VALIDATION else None
+VALIDATION_FILE = LAYOUT.data("validation.parquet") if VALIDATION else None
 # The name it is graded and summarised under, or None.
 VALIDATION_SET = VALIDATION_SPLIT if VALIDATION else None
 # What a checkpoint is sampled on: the benchmarks, then the validation split if there is one.
@@ -201,10 +208,6 @@ def method_training_spec(wildcards):
     return {key: spec[key] for key in TRAINING_KEYS if key in spec}
 
 
-def run_dir(method, scale, seed):
-    return f"{RESULTS}/runs/{method}/{scale}/seed{seed}"
-
-
 def steps_for_scale(scale):
     return checkpoint_steps(config["scales"][scale]["train"])
 
@@ -240,12 +243,11 @@ def local_dataset_file(spec):
 def training_set_source(wildcards):
     spec = config["data"]["training_set"]
     if spec is None:
-        synthetic = f"{RESULTS}/data/synthetic"
         return {
-            "source": f"{synthetic}/train.parquet",
+            "source": LAYOUT.synthetic("train.parquet"),
             **{
                 f"{name}_source": path
-                for name, path in validation_outputs(synthetic).items()
+                for name, path in validation_outputs(LAYOUT.synthetic).items()
             },
         }
     return local_dataset_file(spec)
@@ -254,14 +256,12 @@ def training_set_source(wildcards):
 def benchmark_source(wildcards):
     spec = config["benchmarks"][wildcards.bench]["dataset"]
     if spec is None:
-        return {
-            "source": f"{RESULTS}/data/synthetic/benchmarks/{wildcards.bench}.parquet"
-        }
+        return {"source": LAYOUT.synthetic(f"benchmarks/{wildcards.bench}.parquet")}
     return local_dataset_file(spec)
 
 
 def benchmark_files():
-    return {b: f"{RESULTS}/data/benchmarks/{b}.parquet" for b in BENCHMARKS}
+    return {b: LAYOUT.benchmark(b) for b in BENCHMARKS}
 
 
 def evaluation_files():
@@ -271,13 +271,14 @@ def evaluation_files():
 
 
 def validation_outputs(folder):
-    """The validation split among a data rule's outputs, when the config asks for one."""
-    return {"validation": f"{folder}/validation.parquet"} if VALIDATION else {}
+    """The validation split among a data rule's outputs, when the config asks for one;
+    ``folder``: ``LAYOUT.data`` or ``LAYOUT.synthetic``."""
+    return {"validation": folder("validation.parquet")} if VALIDATION else {}
 
 
 def base_model_dir(scale):
     """The embedded base model's folder; a derived scale shares its base scale's."""
-    return f"{RESULTS}/base_model/{base_scale(config, scale)}"
+    return LAYOUT.base_model(base_scale(config, scale))
 
 
 def hub_model_dir(scale):
@@ -329,7 +330,7 @@ def base_model_of(wildcards):
 def train_all_runs_files():
     """Every run of the matrix: each (method, scale) pair with each of its seeds."""
     return [
-        f"{run_dir(method, scale, seed)}/train_metrics.parquet"
+        f"{LAYOUT.run(method, scale, seed)}/train_metrics.parquet"
         for (method, scale), seeds in RUNS.items()
         for seed in seeds
     ]
@@ -337,9 +338,8 @@ def train_all_runs_files():
 
 def checkpoint_files(wildcards):
     """The adapter files of every checkpoint of one run (the train rule's outputs)."""
-    run = run_dir(wildcards.method, wildcards.scale, wildcards.seed)
     return [
-        f"{run}/checkpoint-{step}/adapter_model.safetensors"
+        LAYOUT.adapter(wildcards.method, wildcards.scale, wildcards.seed, step)
         for step in steps_for_scale(wildcards.scale)
     ]
 
@@ -347,7 +347,7 @@ def checkpoint_files(wildcards):
 def checkpoint_eval_files(method, scale, seed, name):
     """One evaluation file (summary.json, samples.parquet) of every checkpoint of one run."""
     return [
-        f"{RESULTS}/eval/{method}/{scale}/seed{seed}/step{step}/{name}"
+        f"{LAYOUT.checkpoint_eval(method, scale, seed, step)}/{name}"
         for step in steps_for_scale(scale)
     ]
 
@@ -373,20 +373,38 @@ def result_set(name, scales, methods):
         (m, scale, s) for scale in scales for m in methods for s in RUNS[(m, scale)]
     ]
     if name == "selections":
-        return [f"{RESULTS}/selection/{m}/{c}/seed{s}.json" for m, c, s in runs]
+        return [LAYOUT.selection(m, c, s) for m, c, s in runs]
     if name in ("summaries", "samples"):
         file = "summary.json" if name == "summaries" else "samples.parquet"
         return [p for m, c, s in runs for p in checkpoint_eval_files(m, c, s, file)]
     if name in ("traces", "metrics"):
         file = "token_traces.parquet" if name == "traces" else "train_metrics.parquet"
-        return [f"{run_dir(m, c, s)}/{file}" for m, c, s in runs]
+        return [f"{LAYOUT.run(m, c, s)}/{file}" for m, c, s in runs]
     if name == "base_accuracy":
         return [
-            f"{RESULTS}/eval/base/{base_scale(config, scale)}/accuracy.json"
+            f"{LAYOUT.base_eval(base_scale(config, scale))}/accuracy.json"
             for scale in scales
         ]
     if name == "published":
         return [PUBLISHED]
+    raise ValueError(f"unknown input set {name!r}")
+
+
+def result_keys(name, scales, methods):
+    """What each file of ``result_set(name, scales, methods)`` is, in the same order: a run's
+    [method, scale, seed], a checkpoint's [method, scale, seed, step], a base model's scale.
+    """
+    runs = [
+        [m, scale, s] for scale in scales for m in methods for s in RUNS[(m, scale)]
+    ]
+    if name in ("selections", "traces", "metrics"):
+        return runs
+    if name in ("summaries", "samples"):
+        return [[*run, t] for run in runs for t in steps_for_scale(run[1])]
+    if name == "base_accuracy":
+        return list(scales)
+    if name == "published":
+        return [None]
     raise ValueError(f"unknown input set {name!r}")
 
 
@@ -414,10 +432,16 @@ def batch_layout(scale):
     }
 
 
-def report_context(name, spec):
-    """What a table or figure module may need besides its inputs: labels, order, seeds."""
+def report_context(group, name):
+    """What a table or figure module may need besides its inputs: labels, order, seeds, and
+    what each input file is (``input_keys``: per input set, ``result_keys``)."""
+    spec = config[group][name]
     scales = spec_scales(spec)
     return {
+        "input_keys": {
+            need: result_keys(need, scales, spec["methods"])
+            for need in kind_needs(group, spec)
+        },
         "id": name,
         "experiment": EXP,
         "scale": scales[0],
@@ -439,7 +463,7 @@ def kind_caption(group, name):
 
 def table_files():
     return expand(
-        f"{RESULTS}/tables/{{table}}.{{ext}}",
+        LAYOUT.table(),
         table=config["tables"],
         ext=["csv", "md", "tex"],
     )
@@ -447,7 +471,7 @@ def table_files():
 
 def figure_files():
     return expand(
-        f"{RESULTS}/figures/{{figure}}.{{ext}}",
+        LAYOUT.figure(),
         figure=config["figures"],
         ext=["png", "pdf", "json"],
     )
@@ -456,7 +480,7 @@ def figure_files():
 def published_table_files():
     """The tables the paper's published numbers hold, drawn from those numbers."""
     return expand(
-        "results/published/tables/{table}.{ext}",
+        PUBLISHED_LAYOUT.table(),
         table=PUBLISHED_TABLES,
         ext=["csv", "md", "tex"],
     )
@@ -480,7 +504,7 @@ def published_context(name):
 
 
 def base_accuracy_files():
-    return [f"{RESULTS}/eval/base/{scale}/accuracy.json" for scale in BASE_SCALES]
+    return [f"{LAYOUT.base_eval(scale)}/accuracy.json" for scale in BASE_SCALES]
 
 
 # Statistics and audit: every cell of the scores tables (rows are methods, cells means over
@@ -498,30 +522,47 @@ SCORE_PAIRS = sorted(
 )
 
 
-def score_files(name):
-    """One file of every candidate checkpoint of every scores-table run (samples, responses)."""
+def score_checkpoints():
+    """(method, scale, seed, step) of every candidate checkpoint of every scores-table run."""
     return [
-        p
+        (m, c, s, t)
         for m, c in SCORE_PAIRS
         for s in RUNS[(m, c)]
-        for p in checkpoint_eval_files(m, c, s, name)
+        for t in steps_for_scale(c)
     ]
+
+
+def score_files(name):
+    """One file of every candidate checkpoint of every scores-table run (samples, responses),
+    in the order of ``score_checkpoints()``."""
+    return [f"{LAYOUT.checkpoint_eval(*key)}/{name}" for key in score_checkpoints()]
 
 
 def statistics_inputs(wildcards):
     return {
-        "tables": [f"{RESULTS}/tables/{t}.csv" for t in SCORE_TABLES],
+        "tables": [LAYOUT.table(t, "csv") for t in SCORE_TABLES],
         "samples": score_files("samples.parquet"),
         "base_samples": [
-            f"{RESULTS}/eval/base/{base}/student_samples.parquet"
-            for base in sorted(set(SCORE_BASE_SCALES.values()))
+            f"{LAYOUT.base_eval(base)}/student_samples.parquet" for base in SCORE_BASES
         ],
         "published": PUBLISHED,
     }
 
 
+def statistics_keys():
+    """What each input file of the statistics rule is, beside it in the same order (the script
+    never parses a path): each samples file's (method, scale, seed, step), each base-samples
+    file's scale, each table's id."""
+    return {
+        "samples": [list(key) for key in score_checkpoints()],
+        "base_samples": SCORE_BASES,
+        "tables": list(SCORE_TABLES),
+    }
+
+
 # The base model each scores-table scale trains from (a derived scale shares its base's).
 SCORE_BASE_SCALES = {scale: base_scale(config, scale) for _, scale in SCORE_PAIRS}
+SCORE_BASES = sorted(set(SCORE_BASE_SCALES.values()))
 
 
 def audit_inputs(wildcards):
@@ -529,19 +570,17 @@ def audit_inputs(wildcards):
     graded samples, summaries and generations, and the adapters they came from."""
     runs = [(m, c, s) for m, c in SCORE_PAIRS for s in RUNS[(m, c)]]
     return {
-        "tables": [f"{RESULTS}/tables/{t}.csv" for t in SCORE_TABLES],
+        "tables": [LAYOUT.table(t, "csv") for t in SCORE_TABLES],
         # Their other formats too: an edited Markdown or LaTeX table stops the audit job.
         "rendered": [
-            f"{RESULTS}/tables/{t}.{ext}" for t in SCORE_TABLES for ext in ("md", "tex")
+            LAYOUT.table(t, ext) for t in SCORE_TABLES for ext in ("md", "tex")
         ],
-        "selections": [f"{RESULTS}/selection/{m}/{c}/seed{s}.json" for m, c, s in runs],
+        "selections": [LAYOUT.selection(m, c, s) for m, c, s in runs],
         "samples": score_files("samples.parquet"),
         "summaries": score_files("summary.json"),
         "responses": score_files("responses.parquet"),
         "adapters": [
-            f"{run_dir(m, c, s)}/checkpoint-{t}/adapter_model.safetensors"
-            for m, c, s in runs
-            for t in steps_for_scale(c)
+            LAYOUT.adapter(m, c, s, t) for m, c, s in runs for t in steps_for_scale(c)
         ],
     }
 
@@ -549,7 +588,7 @@ def audit_inputs(wildcards):
 def analysis_report_files():
     """The statistics report, the reproduction gap and the audit report (target `all`)."""
     return [
-        f"{RESULTS}/statistics/report.md",
-        f"{RESULTS}/statistics/reproduction_gap.csv",
-        f"{RESULTS}/audit/report.md",
+        LAYOUT.statistics("report.md"),
+        LAYOUT.statistics("reproduction_gap.csv"),
+        LAYOUT.audit("report.md"),
     ]

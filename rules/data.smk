@@ -6,16 +6,15 @@
 
 rule make_synthetic_data:
     output:
-        **validation_outputs(f"{RESULTS}/data/synthetic"),
-        train=f"{RESULTS}/data/synthetic/train.parquet",
+        **validation_outputs(LAYOUT.synthetic),
+        train=LAYOUT.synthetic("train.parquet"),
         benchmarks=[
-            f"{RESULTS}/data/synthetic/benchmarks/{b}.parquet"
-            for b in SYNTHETIC_BENCHMARKS
+            LAYOUT.synthetic(f"benchmarks/{b}.parquet") for b in SYNTHETIC_BENCHMARKS
         ],
     log:
-        f"{RESULTS}/logs/make_synthetic_data.log",
+        LAYOUT.log("make_synthetic_data"),
     benchmark:
-        f"{RESULTS}/benchmarks/make_synthetic_data.tsv"
+        LAYOUT.job_timing("make_synthetic_data")
     conda:
         "../envs/cpu.yaml"
     params:
@@ -29,13 +28,13 @@ rule prepare_training_set:
     input:
         unpack(training_set_source),
     output:
-        **validation_outputs(f"{RESULTS}/data"),
-        train=f"{RESULTS}/data/train.parquet",
-        report=f"{RESULTS}/data/train.report.json",
+        **validation_outputs(LAYOUT.data),
+        train=LAYOUT.data("train.parquet"),
+        report=LAYOUT.data("train.report.json"),
     log:
-        f"{RESULTS}/logs/prepare_training_set.log",
+        LAYOUT.log("prepare_training_set"),
     benchmark:
-        f"{RESULTS}/benchmarks/prepare_training_set.tsv"
+        LAYOUT.job_timing("prepare_training_set")
     conda:
         "../envs/cpu.yaml"
     params:
@@ -49,12 +48,12 @@ rule prepare_benchmark:
     input:
         unpack(benchmark_source),
     output:
-        benchmark=f"{RESULTS}/data/benchmarks/{{bench}}.parquet",
-        report=f"{RESULTS}/data/benchmarks/{{bench}}.report.json",
+        benchmark=LAYOUT.benchmark(),
+        report=LAYOUT.benchmark(suffix="report.json"),
     log:
-        f"{RESULTS}/logs/prepare_benchmark/{{bench}}.log",
+        LAYOUT.log("prepare_benchmark", "{bench}"),
     benchmark:
-        f"{RESULTS}/benchmarks/prepare_benchmark/{{bench}}.tsv"
+        LAYOUT.job_timing("prepare_benchmark", "{bench}")
     conda:
         "../envs/cpu.yaml"
     params:
@@ -66,13 +65,13 @@ rule prepare_benchmark:
 
 rule train_tokenizer:
     input:
-        train=f"{RESULTS}/data/train.parquet",
+        train=LAYOUT.data("train.parquet"),
     output:
-        tokenizer=f"{RESULTS}/tokenizer/tokenizer.json",
+        tokenizer=LAYOUT.tokenizer(),
     log:
-        f"{RESULTS}/logs/train_tokenizer.log",
+        LAYOUT.log("train_tokenizer"),
     benchmark:
-        f"{RESULTS}/benchmarks/train_tokenizer.tsv"
+        LAYOUT.job_timing("train_tokenizer")
     conda:
         "../envs/cpu.yaml"
     params:

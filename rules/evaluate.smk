@@ -6,14 +6,14 @@
 rule generate_checkpoint_responses:
     input:
         unpack(base_model_inputs_of),
-        adapter=f"{RESULTS}/runs/{{method}}/{{scale}}/seed{{seed}}/checkpoint-{{step}}/adapter_model.safetensors",
+        adapter=LAYOUT.adapter(),
         benchmarks=evaluation_files(),
     output:
-        responses=f"{RESULTS}/eval/{{method}}/{{scale}}/seed{{seed}}/step{{step}}/responses.parquet",
+        responses=f"{LAYOUT.checkpoint_eval()}/responses.parquet",
     log:
-        f"{RESULTS}/logs/generate_checkpoint_responses/{{method}}/{{scale}}/seed{{seed}}/step{{step}}.log",
+        LAYOUT.log("generate_checkpoint_responses", checkpoint_key()),
     benchmark:
-        f"{RESULTS}/benchmarks/generate_checkpoint_responses/{{method}}/{{scale}}/seed{{seed}}/step{{step}}.tsv"
+        LAYOUT.job_timing("generate_checkpoint_responses", checkpoint_key())
     # Kept shards survive a preemption: a retry generates only the missing ones.
     retries: PREEMPTIBLE_RETRIES
     conda:
@@ -31,14 +31,14 @@ rule generate_checkpoint_responses:
 
 rule grade_checkpoint:
     input:
-        responses=f"{RESULTS}/eval/{{method}}/{{scale}}/seed{{seed}}/step{{step}}/responses.parquet",
+        responses=f"{LAYOUT.checkpoint_eval()}/responses.parquet",
     output:
-        samples=f"{RESULTS}/eval/{{method}}/{{scale}}/seed{{seed}}/step{{step}}/samples.parquet",
-        summary=f"{RESULTS}/eval/{{method}}/{{scale}}/seed{{seed}}/step{{step}}/summary.json",
+        samples=f"{LAYOUT.checkpoint_eval()}/samples.parquet",
+        summary=f"{LAYOUT.checkpoint_eval()}/summary.json",
     log:
-        f"{RESULTS}/logs/grade_checkpoint/{{method}}/{{scale}}/seed{{seed}}/step{{step}}.log",
+        LAYOUT.log("grade_checkpoint", checkpoint_key()),
     benchmark:
-        f"{RESULTS}/benchmarks/grade_checkpoint/{{method}}/{{scale}}/seed{{seed}}/step{{step}}.tsv"
+        LAYOUT.job_timing("grade_checkpoint", checkpoint_key())
     # Grading is minutes of CPU: the profile packs many into one SLURM job (group-components).
     group:
         "grading"

@@ -8,22 +8,22 @@ rule table:
         unpack(report_inputs("tables")),
     output:
         csv=report(
-            f"{RESULTS}/tables/{{table}}.csv",
+            LAYOUT.table(ext="csv"),
             caption="../report/table.rst",
             category="Tables",
             labels={"table": "{table}", "format": "csv"},
         ),
-        md=f"{RESULTS}/tables/{{table}}.md",
-        tex=f"{RESULTS}/tables/{{table}}.tex",
+        md=LAYOUT.table(ext="md"),
+        tex=LAYOUT.table(ext="tex"),
     log:
-        f"{RESULTS}/logs/table/{{table}}.log",
+        LAYOUT.log("table", "{table}"),
     benchmark:
-        f"{RESULTS}/benchmarks/table/{{table}}.tsv"
+        LAYOUT.job_timing("table", "{table}")
     conda:
         "../envs/cpu.yaml"
     params:
         spec=lambda wc: config["tables"][wc.table],
-        context=lambda wc: report_context(wc.table, config["tables"][wc.table]),
+        context=lambda wc: report_context("tables", wc.table),
         caption=lambda wc: kind_caption("tables", wc.table),
     script:
         "scripts/make_table.py"
@@ -34,22 +34,22 @@ rule figure:
         unpack(report_inputs("figures")),
     output:
         png=report(
-            f"{RESULTS}/figures/{{figure}}.png",
+            LAYOUT.figure(ext="png"),
             caption="../report/figure.rst",
             category="Figures",
             labels={"figure": "{figure}"},
         ),
-        pdf=f"{RESULTS}/figures/{{figure}}.pdf",
-        data=f"{RESULTS}/figures/{{figure}}.json",
+        pdf=LAYOUT.figure(ext="pdf"),
+        data=LAYOUT.figure(ext="json"),
     log:
-        f"{RESULTS}/logs/figure/{{figure}}.log",
+        LAYOUT.log("figure", "{figure}"),
     benchmark:
-        f"{RESULTS}/benchmarks/figure/{{figure}}.tsv"
+        LAYOUT.job_timing("figure", "{figure}")
     conda:
         "../envs/cpu.yaml"
     params:
         spec=lambda wc: config["figures"][wc.figure],
-        context=lambda wc: report_context(wc.figure, config["figures"][wc.figure]),
+        context=lambda wc: report_context("figures", wc.figure),
         caption=lambda wc: kind_caption("figures", wc.figure),
     script:
         "scripts/make_figure.py"
@@ -61,13 +61,13 @@ rule published_table:
     input:
         published=PUBLISHED,
     output:
-        csv="results/published/tables/{table}.csv",
-        md="results/published/tables/{table}.md",
-        tex="results/published/tables/{table}.tex",
+        csv=PUBLISHED_LAYOUT.table(ext="csv"),
+        md=PUBLISHED_LAYOUT.table(ext="md"),
+        tex=PUBLISHED_LAYOUT.table(ext="tex"),
     log:
-        "results/published/logs/table/{table}.log",
+        PUBLISHED_LAYOUT.log("table", "{table}"),
     benchmark:
-        "results/published/benchmarks/table/{table}.tsv"
+        PUBLISHED_LAYOUT.job_timing("table", "{table}")
     conda:
         "../envs/cpu.yaml"
     params:
@@ -84,11 +84,11 @@ localrules:
 
 rule plan:
     output:
-        f"{RESULTS}/plan.md",
+        LAYOUT.plan(),
     log:
-        f"{RESULTS}/logs/plan.log",
+        LAYOUT.log("plan"),
     benchmark:
-        f"{RESULTS}/benchmarks/plan.tsv"
+        LAYOUT.job_timing("plan")
     conda:
         "../envs/cpu.yaml"
     params:
@@ -104,23 +104,23 @@ rule statistics:
     input:
         unpack(statistics_inputs),
     output:
-        cells=f"{RESULTS}/statistics/cell_statistics.csv",
-        paired=f"{RESULTS}/statistics/paired_differences.csv",
-        heldout=f"{RESULTS}/statistics/heldout_selection.csv",
-        lift=f"{RESULTS}/statistics/base_lift.csv",
-        changes=f"{RESULTS}/statistics/sample_changes.csv",
+        cells=LAYOUT.statistics("cell_statistics.csv"),
+        paired=LAYOUT.statistics("paired_differences.csv"),
+        heldout=LAYOUT.statistics("heldout_selection.csv"),
+        lift=LAYOUT.statistics("base_lift.csv"),
+        changes=LAYOUT.statistics("sample_changes.csv"),
         gap=report(
-            f"{RESULTS}/statistics/reproduction_gap.csv",
+            LAYOUT.statistics("reproduction_gap.csv"),
             caption="../report/reproduction_gap.rst",
             category="Statistics",
         ),
-        gap_png=f"{RESULTS}/statistics/reproduction_gap.png",
-        gap_pdf=f"{RESULTS}/statistics/reproduction_gap.pdf",
-        report=f"{RESULTS}/statistics/report.md",
+        gap_png=LAYOUT.statistics("reproduction_gap.png"),
+        gap_pdf=LAYOUT.statistics("reproduction_gap.pdf"),
+        report=LAYOUT.statistics("report.md"),
     log:
-        f"{RESULTS}/logs/statistics.log",
+        LAYOUT.log("statistics"),
     benchmark:
-        f"{RESULTS}/benchmarks/statistics.tsv"
+        LAYOUT.job_timing("statistics")
     conda:
         "../envs/cpu.yaml"
     params:
@@ -130,6 +130,7 @@ rule statistics:
         validation=VALIDATION_SET,
         base_scales=SCORE_BASE_SCALES,
         settings=config["statistics"],
+        input_keys=statistics_keys(),
     script:
         "scripts/statistics.py"
 
@@ -140,17 +141,20 @@ rule audit:
     input:
         unpack(audit_inputs),
     output:
-        md=f"{RESULTS}/audit/report.md",
+        md=LAYOUT.audit("report.md"),
         html=report(
-            f"{RESULTS}/audit/report.html",
+            LAYOUT.audit("report.html"),
             caption="../report/audit.rst",
             category="Audit",
         ),
     log:
-        f"{RESULTS}/logs/audit.log",
+        LAYOUT.log("audit"),
     benchmark:
-        f"{RESULTS}/benchmarks/audit.tsv"
+        LAYOUT.job_timing("audit")
     conda:
         "../envs/cpu.yaml"
+    params:
+        results=LAYOUT.root,
+        tables=list(SCORE_TABLES),
     script:
         "scripts/audit.py"

@@ -6,11 +6,11 @@ rule select_best_checkpoint:
         summaries=run_summaries,
         samples=run_samples,
     output:
-        selection=f"{RESULTS}/selection/{{method}}/{{scale}}/seed{{seed}}.json",
+        selection=LAYOUT.selection(),
     log:
-        f"{RESULTS}/logs/select_best_checkpoint/{{method}}/{{scale}}/seed{{seed}}.log",
+        LAYOUT.log("select_best_checkpoint", run_key()),
     benchmark:
-        f"{RESULTS}/benchmarks/select_best_checkpoint/{{method}}/{{scale}}/seed{{seed}}.tsv"
+        LAYOUT.job_timing("select_best_checkpoint", run_key())
     conda:
         "../envs/cpu.yaml"
     params:

@@ -9,19 +9,19 @@ for _scale in config["scales"]:
             f"train_lora_{_scale}"
         input:
             **base_model_inputs(_scale),
-            train=f"{RESULTS}/data/train.parquet",
+            train=LAYOUT.data("train.parquet"),
         output:
             checkpoints=[
-                f"{RESULTS}/runs/{{method}}/{_scale}/seed{{seed}}/checkpoint-{step}/adapter_model.safetensors"
+                LAYOUT.adapter(scale=_scale, step=step)
                 for step in steps_for_scale(_scale)
             ],
-            metrics=f"{RESULTS}/runs/{{method}}/{_scale}/seed{{seed}}/train_metrics.parquet",
-            traces=f"{RESULTS}/runs/{{method}}/{_scale}/seed{{seed}}/token_traces.parquet",
-            contexts=f"{RESULTS}/runs/{{method}}/{_scale}/seed{{seed}}/teacher_contexts.parquet",
+            metrics=f"{LAYOUT.run(scale=_scale)}/train_metrics.parquet",
+            traces=f"{LAYOUT.run(scale=_scale)}/token_traces.parquet",
+            contexts=f"{LAYOUT.run(scale=_scale)}/teacher_contexts.parquet",
         log:
-            f"{RESULTS}/logs/train_lora/{{method}}/{_scale}/seed{{seed}}.log",
+            LAYOUT.log("train_lora", run_key(scale=_scale)),
         benchmark:
-            f"{RESULTS}/benchmarks/train_lora/{{method}}/{_scale}/seed{{seed}}.tsv"
+            LAYOUT.job_timing("train_lora", run_key(scale=_scale))
         # Preemption (SIGTERM/SIGUSR1) saves a state and exits 75: a retry resumes it.
         retries: PREEMPTIBLE_RETRIES
         conda:

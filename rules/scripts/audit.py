@@ -1,7 +1,5 @@
 """Rule audit: every scores-table cell followed to its raw generations, checked, reported."""
 
-from pathlib import Path
-
 from _bootstrap import run, setup
 
 
@@ -10,9 +8,10 @@ def main(snakemake) -> None:
     from dashrepro.io import write_text
     from dashrepro.provenance.audit import audit_report
 
-    # results/<experiment>, from results/<experiment>/audit/report.md
-    results = str(Path(snakemake.output.md).parents[1])
-    rows, markdown, page = audit_report(".", results)
+    # The scores tables of this experiment's config, not whatever else its folder holds.
+    rows, markdown, page = audit_report(
+        ".", snakemake.params.results, tables=snakemake.params.tables
+    )
     write_text(snakemake.output.md, markdown)
     write_text(snakemake.output.html, page)
     flagged = [r for r in rows if r["status"] != "ok"]

@@ -2,7 +2,6 @@
 reference method and the base student), held-out selection, reproduction gap."""
 
 import functools
-from pathlib import Path
 
 from _bootstrap import run, setup
 
@@ -18,12 +17,14 @@ def main(snakemake) -> None:
 
     params = snakemake.params
     settings = params.settings
-    # Every candidate checkpoint's graded samples, by run: .../eval/<method>/<scale>/seed<s>/
-    # step<t>/samples.parquet (the inputs, so nothing is read that Snakemake does not track).
+    # Every candidate checkpoint's graded samples, by run (the inputs, so nothing is read that
+    # Snakemake does not track), each named by its key beside it (params.input_keys).
     paths: dict[tuple[str, str], dict[tuple[int, int], str]] = {}
-    for path in snakemake.input.samples:
-        method, scale, seed, step = Path(path).parts[-5:-1]
-        paths.setdefault((method, scale), {})[(int(seed[4:]), int(step[4:]))] = path
+    keys = params.input_keys
+    for path, (method, scale, seed, step) in zip(
+        snakemake.input.samples, keys["samples"], strict=True
+    ):
+        paths.setdefault((method, scale), {})[(int(seed), int(step))] = path
 
     @functools.cache  # each run's files read once, for its cells, lift and sample changes
     def per_problem_of(method, scale):
@@ -37,8 +38,8 @@ def main(snakemake) -> None:
         reference=settings["reference"], n_resamples=settings["n_resamples"],
         seed=settings["seed"], confidence=settings["confidence"],
     )  # fmt: skip
-    # The base student's samples, by base scale: .../eval/base/<scale>/student_samples.parquet.
-    base_files = {Path(path).parts[-2]: path for path in snakemake.input.base_samples}
+    # The base student's samples, by base scale.
+    base_files = dict(zip(keys["base_samples"], snakemake.input.base_samples, strict=True))
 
     def base_student_of(scale):
         samples = read_parquet(
@@ -72,7 +73,10 @@ def main(snakemake) -> None:
         for row in changes.itertuples()
     ]  # fmt: skip
     write_text(snakemake.output.changes, changes.to_csv(index=False))
-    ours = {path.split("/")[-1][: -len(".csv")]: read_csv(path) for path in snakemake.input.tables}
+    ours = {
+        name: read_csv(path)
+        for name, path in zip(keys["tables"], snakemake.input.tables, strict=True)
+    }
     for cells_of in ours.values():
         cells_of["value"] = cells_of["value"].astype(float)
     gap = sr.gap_table(ours, params.tables, read_csv(snakemake.input.published), cells)

@@ -18,3 +18,88 @@ def resolve_repo_path(path: str | Path) -> Path:
     else relative to the repository (files shipped with it, e.g. config/deepspeed/*.json)."""
     path = Path(path)
     return path if path.is_absolute() or path.exists() else REPO_ROOT / path
+
+
+class Results:
+    """Every path under ``results/<experiment>/``: the one place that spells the results layout.
+
+    Rules, input functions, the plan and the audit ask it. Each method takes the keys that name
+    a file; a key left at its default is Snakemake's wildcard of that name (``"{method}"``), so
+    ``Results("tiny").run()`` is the train rule's pattern and ``Results("tiny").run("dash",
+    "tiny", 0)`` one run's folder. Code that reads a set of files gets their keys beside them
+    (``keys`` in a rule's params), never by parsing a path.
+    """
+
+    def __init__(self, experiment: str):
+        self.root = f"results/{experiment}"
+
+    # data and the base model
+    def data(self, name: str) -> str:
+        """A file of the prepared data: ``train.parquet``, ``validation.parquet``, ..."""
+        return f"{self.root}/data/{name}"
+
+    def synthetic(self, name: str) -> str:
+        """A file of the generated synthetic data (before preparation)."""
+        return f"{self.root}/data/synthetic/{name}"
+
+    def benchmark(self, bench: str = "{bench}", suffix: str = "parquet") -> str:
+        return self.data(f"benchmarks/{bench}.{suffix}")
+
+    def tokenizer(self) -> str:
+        return f"{self.root}/tokenizer/tokenizer.json"
+
+    def base_model(self, scale: str = "{scale}") -> str:
+        """The folder of a scale's SFT-warm-started embedded base model."""
+        return f"{self.root}/base_model/{scale}"
+
+    def base_eval(self, scale: str = "{scale}") -> str:
+        """The folder of a base model's student and teacher evaluation."""
+        return f"{self.root}/eval/base/{scale}"
+
+    # training, evaluation, selection
+    def run(self, method: str = "{method}", scale: str = "{scale}", seed="{seed}") -> str:
+        """The folder of one training run (its checkpoints and records)."""
+        return f"{self.root}/runs/{method}/{scale}/seed{seed}"
+
+    def adapter(self, method="{method}", scale="{scale}", seed="{seed}", step="{step}") -> str:
+        return f"{self.run(method, scale, seed)}/checkpoint-{step}/adapter_model.safetensors"
+
+    def checkpoint_eval(self, method="{method}", scale="{scale}", seed="{seed}", step="{step}"):
+        """The folder of one checkpoint's evaluation (responses, samples, summary)."""
+        return f"{self.root}/eval/{method}/{scale}/seed{seed}/step{step}"
+
+    def selection(self, method="{method}", scale="{scale}", seed="{seed}") -> str:
+        return f"{self.root}/selection/{method}/{scale}/seed{seed}.json"
+
+    # reports
+    def table(self, name: str = "{table}", ext: str = "{ext}") -> str:
+        return f"{self.root}/tables/{name}.{ext}"
+
+    def figure(self, name: str = "{figure}", ext: str = "{ext}") -> str:
+        return f"{self.root}/figures/{name}.{ext}"
+
+    def statistics(self, name: str) -> str:
+        return f"{self.root}/statistics/{name}"
+
+    def audit(self, name: str) -> str:
+        return f"{self.root}/audit/{name}"
+
+    def plan(self) -> str:
+        return f"{self.root}/plan.md"
+
+    # a job's log and its timing (Snakemake's `benchmark:` file)
+    def log(self, rule: str, key: str | None = None) -> str:
+        return f"{self.root}/logs/{rule}{'/' + key if key else ''}.log"
+
+    def job_timing(self, rule: str, key: str | None = None) -> str:
+        return f"{self.root}/benchmarks/{rule}{'/' + key if key else ''}.tsv"
+
+
+def run_key(method="{method}", scale="{scale}", seed="{seed}") -> str:
+    """The part of a log or timing path that names one run."""
+    return f"{method}/{scale}/seed{seed}"
+
+
+def checkpoint_key(method="{method}", scale="{scale}", seed="{seed}", step="{step}") -> str:
+    """The part of a log or timing path that names one checkpoint."""
+    return f"{run_key(method, scale, seed)}/step{step}"

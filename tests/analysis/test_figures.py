@@ -25,9 +25,10 @@ N_PROBLEMS, K = 12, 4
 @pytest.fixture
 def selections(tmp_path):
     """Per (method, seed): the selected checkpoint's graded samples (method i solves more) and
-    its selection record, whose scores are those samples' Avg@k."""
+    its selection record, whose scores are those samples' Avg@k. The files have flat names:
+    what each one is comes with it (``input_keys``), as the workflow passes it."""
     rng = np.random.default_rng(0)
-    paths, samples = [], []
+    paths, samples, keys = [], [], []
     for i, method in enumerate(METHODS):
         for seed in (0, 1):
             rows = [
@@ -36,23 +37,24 @@ def selections(tmp_path):
                 for b in BENCHES for p in range(N_PROBLEMS) for _ in range(K)
             ]  # fmt: skip
             frame = pd.DataFrame(rows)
-            path = tmp_path / "eval" / method / "s" / f"seed{seed}" / "step20" / "samples.parquet"
-            path.parent.mkdir(parents=True)
+            path = tmp_path / f"samples-{len(samples)}.parquet"
             frame.to_parquet(path)
             samples.append(path)
+            keys.append([method, "s", seed, 20])
             scores = 100 * frame.groupby(["benchmark", "problem_id"])["correct"].mean()
             scores = scores.groupby(level="benchmark").mean().to_dict()
             path = tmp_path / f"{method}-{seed}.json"
             path.write_text(json.dumps({"method": method, "scale": "s", "seed": seed,
                                         "selected_step": 20, "benchmark_scores": scores}))  # fmt: skip
             paths.append(path)
-    return {"selections": paths, "samples": samples}
+    return {"selections": paths, "samples": samples}, {"samples": keys}
 
 
-def context(methods) -> dict:
+def context(methods, input_keys=None) -> dict:
     return {"id": "f", "experiment": "e", "scale": "s", "scales": ["s"],
             "benchmarks": list(BENCHES), "benchmark_labels": BENCHES,
-            "method_labels": {m: m.upper() for m in methods}}  # fmt: skip
+            "method_labels": {m: m.upper() for m in methods},
+            "input_keys": input_keys or {}}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -66,7 +68,8 @@ def context(methods) -> dict:
 )
 def test_method_comparison_draws_every_style_with_intervals(selections, options):
     spec = {"kind": "method_comparison", "scale": "s", "methods": METHODS, "options": options}
-    fig, data = make_figure(spec, selections, context(METHODS))
+    inputs, keys = selections
+    fig, data = make_figure(spec, inputs, context(METHODS, keys))
     cells = pd.DataFrame(data["cells"])
     assert set(cells["row"]) == set(METHODS) and len(cells) == len(METHODS) * 4
     assert (cells["value"] > 0).all()
@@ -75,8 +78,8 @@ def test_method_comparison_draws_every_style_with_intervals(selections, options)
     assert (cells["ci_low"] < cells["value"]).all() and (cells["value"] < cells["ci_high"]).all()
     assert (cells["confidence"] == 0.95).all()
     selected = pd.concat(
-        [pd.read_parquet(p).assign(seed=int(p.parts[-3][4:])) for p in selections["samples"]
-         if p.parts[-5] == "dash"]
+        [pd.read_parquet(p).assign(seed=key[2])
+         for p, key in zip(inputs["samples"], keys["samples"], strict=True) if key[0] == "dash"]
     )  # fmt: skip
     expected = st.clustered_standard_error(
         st.per_problem_accuracy(
@@ -100,15 +103,15 @@ def test_method_comparison_draws_every_style_with_intervals(selections, options)
 
 
 def test_training_dynamics_averages_each_methods_seeds(tmp_path):
-    paths = []
+    paths, keys = [], []
     for method, seed, loss in (("opsd", 0, 1.0), ("opsd", 1, 3.0), ("dash", 0, 5.0)):
-        path = tmp_path / "runs" / method / "s" / f"seed{seed}" / "train_metrics.parquet"
-        path.parent.mkdir(parents=True)
+        path = tmp_path / f"metrics-{len(paths)}.parquet"  # what it is comes beside it
+        keys.append([method, "s", seed])
         pd.DataFrame({"step": [1, 2], "loss": [loss, loss / 2], "rollout_accuracy": [0.1, 0.2],
                       "horizon_mean": [3.0, 4.0]}).to_parquet(path)  # fmt: skip
         paths.append(path)
     spec = {"kind": "training_dynamics", "scale": "s", "methods": ["opsd", "dash"]}
-    _, data = make_figure(spec, {"metrics": paths}, context(["opsd", "dash"]))
+    _, data = make_figure(spec, {"metrics": paths}, context(["opsd", "dash"], {"metrics": keys}))
     means = pd.DataFrame(data["step_means"]).set_index(["method", "step"])
     assert means.loc[("opsd", 1), "loss"] == 2.0 and means.loc[("dash", 2), "loss"] == 2.5
 

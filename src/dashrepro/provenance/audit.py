@@ -150,10 +150,16 @@ def cell_chain(
     context = params.get("context") or {}
     chain.benchmarks = list(context.get("benchmarks") or [])
     chain.declared_seeds = [int(s) for s in (context.get("runs") or {}).get(f"{row}/{scale}", [])]
+    # Each selection file's [method, scale, seed] is beside it in the table job's context.
+    keys = (context.get("input_keys") or {}).get("selections")
+    paths = [item["path"] for item in _input(record, "selections")]
+    if keys is None or len(keys) != len(paths):
+        raise AuditError(
+            f"{csv}: its record does not say which run each selection file is "
+            "(context.input_keys); it was made by an older version: rerun the table"
+        )
     selections = [
-        item["path"]
-        for item in _input(record, "selections")
-        if f"/selection/{row}/{scale}/seed" in f"/{item['path']}"
+        path for path, (m, c, _) in zip(paths, keys, strict=True) if (m, c) == (row, scale)
     ]
     for path in sorted(selections):
         chain.seeds.append(_seed_chain(root, path))
@@ -163,10 +169,10 @@ def cell_chain(
 def _seed_chain(root: Path, selection_path: str) -> SeedChain:
     selection = read_json(root / selection_path)
     record = _record(root, selection_path)
-    summaries = {
-        int(Path(p["path"]).parent.name[4:]): p["path"] for p in _input(record, "summaries")
-    }
-    samples = {int(Path(p["path"]).parent.name[4:]): p["path"] for p in _input(record, "samples")}
+    # The selection job's inputs are its checkpoints' files in the order of its params' steps.
+    steps = [int(t) for t in (record or {}).get("params", {}).get("steps", [])]
+    summaries = {t: p["path"] for t, p in zip(steps, _input(record, "summaries"), strict=True)}
+    samples = {t: p["path"] for t, p in zip(steps, _input(record, "samples"), strict=True)}
     seed = SeedChain(
         seed=int(selection["seed"]),
         selection=selection_path,
@@ -455,12 +461,19 @@ def verify(root: str | Path, chain: CellChain, regrade: bool = False) -> list[Fi
 # ---------------------------------------------------------------------------------- the report
 
 
-def score_cells(root: str | Path, results: str | Path) -> list[tuple[str, str, str, str]]:
-    """(table, row, scale, column) of every cell of every scores table under ``results``."""
+def score_cells(
+    root: str | Path, results: str | Path, tables: Sequence[str] | None = None
+) -> list[tuple[str, str, str, str]]:
+    """(table, row, scale, column) of every cell of the scores tables ``tables`` under
+    ``results`` (None: every table there, as the command line audits a folder)."""
     root, results = Path(root), Path(results)
     results = results if results.is_absolute() else root / results
     cells = []
-    for csv in sorted((results / "tables").glob("*.csv")):
+    if tables is None:
+        files = sorted((results / "tables").glob("*.csv"))
+    else:
+        files = [results / "tables" / f"{table}.csv" for table in tables]
+    for csv in files:
         record = _record(root, csv) or {}
         if ((record.get("params") or {}).get("spec") or {}).get("kind") not in SCORE_KINDS:
             continue
@@ -471,13 +484,17 @@ def score_cells(root: str | Path, results: str | Path) -> list[tuple[str, str, s
 
 
 def audit_report(
-    root: str | Path, results: str | Path, regrade: bool = False
+    root: str | Path,
+    results: str | Path,
+    regrade: bool = False,
+    tables: Sequence[str] | None = None,
 ) -> tuple[list[dict], str, str]:
-    """Audit every cell of every scores table: (one record per cell, Markdown, HTML)."""
+    """Audit every cell of the scores tables ``tables`` (None: every one under ``results``):
+    (one record per cell, Markdown, HTML)."""
     root = Path(root)
     cache: dict = {}
     rows = []
-    for table, row, scale, column in score_cells(root, results):
+    for table, row, scale, column in score_cells(root, results, tables):
         chain = cell_chain(root, results, table, row, scale, column)
         if chain.copied_from:
             findings: list[Finding] = []

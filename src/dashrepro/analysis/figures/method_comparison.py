@@ -32,7 +32,6 @@ annotated), ``per_benchmark`` (grouped bars per benchmark and the average), ``hi
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -58,24 +57,31 @@ SEED = 0
 
 
 def selected_accuracy(
-    records: Sequence[Mapping], sample_paths: Sequence, method: str, scale: str
+    records: Sequence[Mapping],
+    sample_paths: Sequence,
+    sample_keys: Sequence[Sequence],
+    method: str,
+    scale: str,
 ) -> pd.DataFrame:
     """The ``statistics`` *selected* frame of one method: per seed, the per-problem accuracy of
     the checkpoint its selection record chose, from that checkpoint's ``samples.parquet``
-    (``.../<method>/<scale>/seed<s>/step<t>/samples.parquet``)."""
+    (``sample_keys``: each path's [method, scale, seed, step], in the same order)."""
     from dashrepro.analysis import statistics as st
     from dashrepro.io import read_parquet
 
-    by_checkpoint = {tuple(Path(p).parts[-5:-1]): p for p in sample_paths}
+    by_checkpoint = {
+        (m, c, int(s), int(t)): p for p, (m, c, s, t) in zip(sample_paths, sample_keys, strict=True)
+    }
     samples = {}
     for record in records:
         if record["method"] != method or record.get("scale", scale) != scale:
             continue
         seed, step = int(record["seed"]), int(record["selected_step"])
-        key = (method, scale, f"seed{seed}", f"step{step}")
+        key = (method, scale, seed, step)
         if key not in by_checkpoint:
             raise ValueError(
-                f"method_comparison: no samples.parquet of the selected checkpoint {'/'.join(key)}"
+                "method_comparison: no samples.parquet of the selected checkpoint "
+                f"{method}/{scale}/seed{seed}/step{step}"
             )
         columns = ["benchmark", "problem_id", "correct"]
         samples[(seed, step)] = read_parquet(by_checkpoint[key], columns=columns)
@@ -97,7 +103,10 @@ def figure_cells(spec: Mapping, inputs: Mapping, context: Mapping) -> pd.DataFra
     cells = selection_cells(
         records, context["id"], spec["methods"], context["method_labels"], benchmarks, [scale]
     )
-    selected = {m: selected_accuracy(records, inputs["samples"], m, scale) for m in spec["methods"]}
+    keys = context["input_keys"]["samples"]
+    selected = {
+        m: selected_accuracy(records, inputs["samples"], keys, m, scale) for m in spec["methods"]
+    }
     se = pd.concat(
         [st.clustered_standard_error(selected[m], benchmarks).assign(row=m) for m in selected]
     )

@@ -27,13 +27,14 @@ PANELS = (
 )
 
 
-def step_means(spec: Mapping, inputs: Mapping) -> pd.DataFrame:
-    """(method, step) -> the mean over the method's runs of every panel's metric."""
+def step_means(inputs: Mapping, context: Mapping) -> pd.DataFrame:
+    """(method, step) -> the mean over the method's runs of every panel's metric (each run's
+    [method, scale, seed] beside its file in ``context["input_keys"]``)."""
     from dashrepro.io import read_parquet
 
     frames = []
-    for path in inputs["metrics"]:
-        method = next(m for m in spec["methods"] if f"/runs/{m}/" in f"/{path}")
+    keys = context["input_keys"]["metrics"]
+    for path, (method, _, _) in zip(inputs["metrics"], keys, strict=True):
         frame = read_parquet(path)
         keep = ["step", *(k for k, _ in PANELS if k in frame.columns)]
         frames.append(frame[keep].assign(method=method))
@@ -44,7 +45,7 @@ def step_means(spec: Mapping, inputs: Mapping) -> pd.DataFrame:
 def draw(spec: Mapping, inputs: Mapping, context: Mapping):
     import matplotlib.pyplot as plt
 
-    means = step_means(spec, inputs)
+    means = step_means(inputs, context)
     fig, axes = plt.subplots(2, 3, figsize=(9.0, 5.0), sharex=True)
     for ax, (key, title) in zip(axes.flat, PANELS, strict=True):
         for method in spec["methods"]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from pathlib import Path
 
 import pandas as pd
 
@@ -34,10 +33,9 @@ def build(spec: Mapping, inputs: Mapping, context: Mapping) -> pd.DataFrame:
     from dashrepro.io import read_parquet
 
     hours: dict[str, list[float]] = {}
-    for path in inputs["metrics"]:
-        # runs/<method>/<scale>/seed<s>/train_metrics.parquet (the experiment's folder name may
-        # equal a scale's, as results/tiny/ does: match the scale's own place in the path).
-        scale = Path(path).parts[-3]
+    # Each run's metrics with its [method, scale, seed] beside it (context["input_keys"]).
+    keys = context["input_keys"]["metrics"]
+    for path, (_, scale, _) in zip(inputs["metrics"], keys, strict=True):
         hours.setdefault(scale, []).append(run_hours(read_parquet(path)))
     cells = []
     for scale in context["scales"]:
