@@ -33,7 +33,7 @@ from dashrepro.layout import (  # noqa: E402
     resolve_repo_path,
     run_key,
 )
-from dashrepro.parameters import teacher_views_of  # noqa: E402
+from dashrepro.parameters import METHOD_TRAINING_KEYS, teacher_views_of  # noqa: E402
 from dashrepro.plan import plan_markdown  # noqa: E402
 from dashrepro.run_matrix import (  # noqa: E402
     base_scale,
@@ -188,24 +188,10 @@ wildcard_constraints:
     bench="[A-Za-z0-9_]+",
 
 
-# A method's training keys in one fixed order: Snakemake compares params by their repr, so a
-# default filled in (method_defaults) or a grid-made entry must not reorder them.
-TRAINING_KEYS = (
-    "objective",
-    "objective_params",
-    "aggregation",
-    "divergence",
-    "tau",
-    "top_k",
-    "params",
-    "grpo",
-)
-
-
 def method_training_spec(wildcards):
     """The method's config without its display label, so a relabel does not retrain."""
     spec = config["methods"][wildcards.method]
-    return {key: spec[key] for key in TRAINING_KEYS if key in spec}
+    return {key: spec[key] for key in METHOD_TRAINING_KEYS if key in spec}
 
 
 def steps_for_scale(scale):

@@ -447,3 +447,23 @@ def test_vllm_backend_problems_name_the_keys_of_the_jobs_about_to_run(default_co
     assert all("would run in py, which cannot import vllm" in p for p in problems)
     only_ablation = vllm_backend_problems(config, {"train_lora_tiny_ablation"}, "py")
     assert only_ablation == []  # tiny_ablation's own train block keeps the hf default
+
+
+def test_a_methods_training_keys_are_declared_once(repo_root):
+    """The schema's method entry, MethodSpec and the trainer's resume fingerprint all hold
+    exactly ``parameters.METHOD_TRAINING_KEYS`` (with the label, the name): a key added to
+    one and not the others would train, resume or rerun under a config that does not say so."""
+    import dataclasses
+
+    import yaml
+
+    from dashrepro.parameters import METHOD_TRAINING_KEYS
+    from dashrepro.training.methods import MethodSpec
+
+    schema = yaml.safe_load((repo_root / "src/dashrepro/config_schema.yaml").read_text())
+    entry = schema["properties"]["methods"]["additionalProperties"]["properties"]
+    assert set(entry) == {*METHOD_TRAINING_KEYS, "label"}
+    assert {f.name for f in dataclasses.fields(MethodSpec)} == {*METHOD_TRAINING_KEYS, "name"}
+    config = load_config(repo_root / "workflow_config.yaml")
+    method = MethodSpec.from_config("dash", config["methods"]["dash"])
+    assert list(method.training_config()) == list(METHOD_TRAINING_KEYS)

@@ -20,7 +20,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from dashrepro.parameters import AGGREGATION_SPECS, OBJECTIVES, check_params
+from dashrepro.parameters import (
+    AGGREGATION_SPECS,
+    METHOD_TRAINING_KEYS,
+    OBJECTIVES,
+    check_params,
+)
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,15 @@ class MethodSpec:
             objective_params=objective_params,
             grpo=dict(spec["grpo"]) if spec.get("grpo") else None,
         )
+
+    def training_config(self) -> dict:
+        """Every training key of the method (``parameters.METHOD_TRAINING_KEYS``), as plain
+        values: what a resumed state must have been trained under."""
+        values = {key: getattr(self, key) for key in METHOD_TRAINING_KEYS}
+        for key in ("params", "objective_params"):
+            values[key] = dict(values[key])
+        values["grpo"] = dict(self.grpo) if self.grpo else None
+        return values
 
     @property
     def needs_teacher_entropy(self) -> bool:

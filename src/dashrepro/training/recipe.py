@@ -138,16 +138,7 @@ def run_fingerprint_config(
     """Everything in the config that determines the trained adapter (the trainer adds the
     content hashes of its inputs): a state written under other values is not resumed."""
     return {
-        "method": {
-            "aggregation": method.aggregation,
-            "divergence": method.divergence,
-            "tau": method.tau,
-            "top_k": method.top_k,
-            "params": dict(method.params),
-            "objective": method.objective,
-            "objective_params": dict(method.objective_params),
-            "grpo": dict(method.grpo) if method.grpo else None,
-        },
+        "method": method.training_config(),
         "train": dict(train),
         "lora": dict(lora),
         "protocol": dataclasses.asdict(protocol),
