@@ -6,7 +6,10 @@ A table or figure of the config (``tables:`` / ``figures:``, id -> ``kind``, ``s
 importing matplotlib or torch (Snakemake reads them while it parses the workflow):
 
 - ``NEEDS``: the result sets it reads, from ``INPUT_SETS`` (the workflow turns each into the
-  files of the spec's methods, seeds and checkpoints at its scale);
+  files of the spec's methods, seeds and checkpoints at its scale, paths by
+  ``dashrepro.layout.Results``, and puts what each file is beside it in the same order in
+  ``context["input_keys"][<set>]``: a run's [method, scale, seed], a checkpoint's [method,
+  scale, seed, step], a base model's scale);
 - ``OPTIONS``: the keys its ``options`` may hold, with their meaning;
 - ``CAPTION``: the report caption (reStructuredText);
 
