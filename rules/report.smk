@@ -154,7 +154,7 @@ rule audit:
     conda:
         "../envs/cpu.yaml"
     params:
-        results=LAYOUT.root,
+        experiment=EXP,
         tables=list(SCORE_TABLES),
     script:
         "scripts/audit.py"

@@ -6,12 +6,12 @@ from _bootstrap import run, setup
 def main(snakemake) -> None:
     log = setup(snakemake, threads=1)
     from dashrepro.io import write_text
+    from dashrepro.layout import Results
     from dashrepro.provenance.audit import audit_report
 
     # The scores tables of this experiment's config, not whatever else its folder holds.
-    rows, markdown, page = audit_report(
-        ".", snakemake.params.results, tables=snakemake.params.tables
-    )
+    results = Results(snakemake.params.experiment).root
+    rows, markdown, page = audit_report(".", results, tables=snakemake.params.tables)
     write_text(snakemake.output.md, markdown)
     write_text(snakemake.output.html, page)
     flagged = [r for r in rows if r["status"] != "ok"]
