@@ -291,7 +291,8 @@ def train(args, method: str, shape: str, *, deepspeed: bool, tag: str = "") -> d
     import pandas as pd
 
     from dashrepro.data.prompts import TeacherProtocol
-    from dashrepro.training.trainer import MethodSpec, train_run
+    from dashrepro.training.methods import MethodSpec
+    from dashrepro.training.trainer import train_run
 
     config = paper_config(args)
     entry = {k: v for k, v in config["methods"][method].items() if k != "label"}

@@ -235,7 +235,8 @@ def mean_prompt_lengths(base_dir: Path, train_parquet: Path, protocol, rows: int
 def run_ours(args, config, method_name, base_dir, train_parquet, work, teacher_context) -> Run:
     from dashrepro import objectives
     from dashrepro.data.prompts import TeacherProtocol
-    from dashrepro.training.trainer import MethodSpec, train_run
+    from dashrepro.training.methods import MethodSpec
+    from dashrepro.training.trainer import train_run
 
     method = MethodSpec.from_config(method_name, config["methods"][method_name])
     if teacher_context == "privileged":
@@ -336,7 +337,7 @@ def run_trl(args, config, base_dir, train_parquet, work) -> Run:
     from trl import DistillationConfig, DistillationTrainer
 
     from dashrepro.data.prompts import render_student_prompt
-    from dashrepro.training.trainer import load_lora_student
+    from dashrepro.training.model import load_lora_student
 
     train = train_settings(args, config)
     records: list[dict] = []

@@ -16,7 +16,8 @@ from _bootstrap import run, setup
 def main(snakemake) -> None:
     log = setup(snakemake)
     from dashrepro.data.prompts import TeacherProtocol
-    from dashrepro.training.trainer import MethodSpec, train_run
+    from dashrepro.training.methods import MethodSpec
+    from dashrepro.training.trainer import train_run
 
     base_model = snakemake.params.base_model
     out_dir = Path(snakemake.output.metrics).parent

@@ -17,11 +17,8 @@ from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from dashrepro.training.checkpointing import (
-    PREEMPTED_EXIT_CODE,
     STATE_FILE,
-    PreemptionGuard,
     ResumeConfigMismatch,
-    config_fingerprint,
     latest_complete_checkpoint,
     load_training_state,
     newest_complete_steps,
@@ -29,6 +26,8 @@ from dashrepro.training.checkpointing import (
     save_training_state,
     state_dir,
 )
+from dashrepro.training.fingerprint import config_fingerprint
+from dashrepro.training.preemption import PREEMPTED_EXIT_CODE, PreemptionGuard
 
 STEPS = 12
 RUN_CONFIG = {"train": {"lr": 2e-3, "steps": STEPS, "micro_batch_size": 2}, "seed": 3}

@@ -39,8 +39,8 @@ from test_trainer_resume import (
     write_run,
 )
 
-from dashrepro.training.checkpointing import PREEMPTED_EXIT_CODE
 from dashrepro.training.distributed import deepspeed_config, make_accelerator
+from dashrepro.training.preemption import PREEMPTED_EXIT_CODE
 
 PAPER_CONFIG = REPO_ROOT / "config" / "deepspeed" / "zero2_offload.json"
 #: The paper's DeepSpeed setup: ZeRO-2 with optimizer offload, in bf16.

@@ -8,14 +8,11 @@ from conftest import REPO_ROOT
 
 from dashrepro import objectives
 from dashrepro.data.prompts import TeacherProtocol
-from dashrepro.training.trainer import (
-    MethodSpec,
-    checkpoint_steps,
-    load_lora_student,
-    response_logits,
-    right_pad_concat,
-    train_run,
-)
+from dashrepro.run_matrix import checkpoint_steps
+from dashrepro.training.batching import response_logits, right_pad_concat
+from dashrepro.training.methods import MethodSpec
+from dashrepro.training.model import load_lora_student
+from dashrepro.training.trainer import train_run
 
 LORA = {
     "r": 4,
@@ -226,7 +223,7 @@ def _reference_partial_solution(solution: str, keep_ratio: float = 0.5) -> str:
 
 
 def test_avsd_teacher_views_are_avsds_own(default_config):
-    from dashrepro.training.trainer import teacher_messages
+    from dashrepro.training.methods import teacher_messages
     from dashrepro.training.views import avsd_message, partial_solution
 
     protocol = TeacherProtocol.from_config(default_config["protocol"])
@@ -254,7 +251,7 @@ def test_avsd_partial_view_falls_back_to_sentences_and_characters():
 
 
 def test_grpo_advantages_without_and_with_aggregation():
-    from dashrepro.training.trainer import grpo_sequence_advantages, grpo_token_advantages
+    from dashrepro.training.losses import grpo_sequence_advantages, grpo_token_advantages
 
     advantages = grpo_sequence_advantages(torch.tensor([1.0, 0.0, 0.0, 0.0]), 4)
     assert advantages[0] > 0 and torch.allclose(advantages[1:], advantages[1].repeat(3))
@@ -272,7 +269,7 @@ def test_grpo_advantages_without_and_with_aggregation():
 
 
 def test_grpo_groups_may_span_micro_batches_of_one_process():
-    from dashrepro.training.trainer import BatchLayout, rollout_rows
+    from dashrepro.training.batching import BatchLayout, rollout_rows
 
     # 8 rollouts per problem, 2 per micro-batch, 8 micro-batches: 2 problems per process-step,
     # each spread over 4 consecutive micro-batches.
@@ -287,7 +284,7 @@ def test_grpo_groups_may_span_micro_batches_of_one_process():
 
 
 def test_two_processes_read_what_one_process_accumulating_reads():
-    from dashrepro.training.trainer import BatchLayout, rollout_rows
+    from dashrepro.training.batching import BatchLayout, rollout_rows
 
     one = [rollout_rows(50, 0, 3, BatchLayout(micro=2, accum=2), a) for a in range(2)]
     two = [
@@ -298,7 +295,8 @@ def test_two_processes_read_what_one_process_accumulating_reads():
 
 def test_every_objective_has_a_loss_and_every_teacher_view_a_text():
     from dashrepro.parameters import OBJECTIVES
-    from dashrepro.training.trainer import OBJECTIVE_LOSSES, TEACHER_VIEWS
+    from dashrepro.training.losses import OBJECTIVE_LOSSES
+    from dashrepro.training.views import TEACHER_VIEWS
 
     assert set(OBJECTIVE_LOSSES) == set(OBJECTIVES)
     assert {view for o in OBJECTIVES.values() for view in o.teacher_views} <= set(TEACHER_VIEWS)
@@ -317,7 +315,7 @@ def test_method_spec_is_checked_against_the_objective_registry(default_config):
 
 
 def test_deepspeed_config_gets_the_run_batch_sizes(repo_root):
-    from dashrepro.training.trainer import deepspeed_config
+    from dashrepro.training.distributed import deepspeed_config
 
     train = {
         "deepspeed_config": str(repo_root / "config/deepspeed/zero2_offload.json"),

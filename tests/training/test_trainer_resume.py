@@ -24,7 +24,7 @@ import torch
 from safetensors.torch import load_file
 from test_trainer import LORA
 
-from dashrepro.training.checkpointing import PREEMPTED_EXIT_CODE
+from dashrepro.training.preemption import PREEMPTED_EXIT_CODE
 
 TRAIN = {
     "steps": 6,

@@ -93,46 +93,10 @@ from dashrepro.adapters import (
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
     AdapterFileError,
-    check_adapter_files,
-    load_adapter,
 )
 from dashrepro.io import atomic_dir, sha256_file
 from dashrepro.training.fingerprint import config_diff, config_fingerprint, normalised_config
-from dashrepro.training.preemption import PREEMPTED_EXIT_CODE, PreemptionGuard
 from dashrepro.training.rng import capture_rng, restore_rng
-
-__all__ = [
-    "ADAPTER_CONFIG",
-    "ADAPTER_WEIGHTS",
-    "FORMAT_VERSION",
-    "KEPT_RESUME_POINTS",
-    "OPTIMIZER_FILE",
-    "PREEMPTED_EXIT_CODE",
-    "RNG_FILE",
-    "SCHEDULER_FILE",
-    "STATE_FILE",
-    "AdapterFileError",
-    "PreemptionGuard",
-    "ResumeConfigMismatch",
-    "StateChoice",
-    "StateFileError",
-    "check_adapter_files",
-    "companion_folder_problems",
-    "config_fingerprint",
-    "folder_file_record",
-    "has_file_hashes",
-    "latest_complete_checkpoint",
-    "load_adapter",
-    "choose_state",
-    "load_training_state",
-    "newest_complete_steps",
-    "prune_states",
-    "resumable_state",
-    "save_training_state",
-    "state_config_differences",
-    "state_dir",
-    "state_problems",
-]
 
 _LOG = logging.getLogger(__name__)
 

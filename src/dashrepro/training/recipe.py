@@ -44,6 +44,7 @@ import pandas as pd
 import torch
 
 from dashrepro import objectives
+from dashrepro.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from dashrepro.data.prompts import TeacherProtocol
 from dashrepro.hub import source_fingerprint
 from dashrepro.io import (
@@ -149,7 +150,7 @@ def run_fingerprint_config(
 def export_adapter(state: Path, checkpoint: Path) -> None:
     """The declared PEFT checkpoint folder, copied from a training state's adapter files."""
     with atomic_dir(checkpoint) as tmp:
-        for name in (checkpointing.ADAPTER_CONFIG, checkpointing.ADAPTER_WEIGHTS):
+        for name in (ADAPTER_CONFIG, ADAPTER_WEIGHTS):
             shutil.copy2(state / name, tmp / name)
 
 
@@ -635,7 +636,7 @@ class DistillationRecipe:
             # killed job was rerun (the states under .resume keep every adapter).
             for step in sorted(self.save_at):
                 checkpoint = self.out_dir / f"checkpoint-{step}"
-                if not (checkpoint / checkpointing.ADAPTER_WEIGHTS).exists():
+                if not (checkpoint / ADAPTER_WEIGHTS).exists():
                     export_adapter(checkpointing.state_dir(self.resume_root, step), checkpoint)
             if self.traces:
                 traces = pd.concat(self.traces, ignore_index=True)

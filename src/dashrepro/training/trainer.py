@@ -65,68 +65,11 @@ import pandas as pd
 import torch
 
 from dashrepro.data.prompts import TeacherProtocol
-from dashrepro.run_matrix import checkpoint_steps
-from dashrepro.training.batching import (
-    BatchLayout,
-    encode,
-    epoch_order,
-    micro_batch_rows,
-    response_logits,
-    right_pad_concat,
-    rollout_rows,
-)
-from dashrepro.training.distributed import deepspeed_config, make_accelerator
-from dashrepro.training.losses import (
-    OBJECTIVE_LOSSES,
-    MicroLoss,
-    grpo_sequence_advantages,
-    grpo_token_advantages,
-    method_loss,
-    sequence_logprobs,
-)
-from dashrepro.training.methods import MethodSpec, teacher_messages
-from dashrepro.training.metrics import COUNT_KEYS, METRIC_KEYS
-from dashrepro.training.model import load_lora_student, resolve_attn_implementation
+from dashrepro.training.methods import MethodSpec
 from dashrepro.training.recipe import (
-    RESUME_DIR,
     DistillationRecipe,
     RunSpec,
-    run_fingerprint_config,
 )
-from dashrepro.training.views import TEACHER_VIEWS
-
-__all__ = [
-    "COUNT_KEYS",
-    "METRIC_KEYS",
-    "OBJECTIVE_LOSSES",
-    "RESUME_DIR",
-    "TEACHER_VIEWS",
-    "BatchLayout",
-    "DistillationRecipe",
-    "MethodSpec",
-    "MicroLoss",
-    "RunSpec",
-    "checkpoint_steps",
-    "deepspeed_config",
-    "encode",
-    "epoch_order",
-    "grpo_sequence_advantages",
-    "grpo_token_advantages",
-    "load_lora_student",
-    "main",
-    "make_accelerator",
-    "method_loss",
-    "micro_batch_rows",
-    "resolve_attn_implementation",
-    "response_logits",
-    "right_pad_concat",
-    "rollout_rows",
-    "run_fingerprint_config",
-    "run_from_json",
-    "sequence_logprobs",
-    "teacher_messages",
-    "train_run",
-]
 
 
 def train_run(
