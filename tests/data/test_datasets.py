@@ -15,6 +15,8 @@ import pandas as pd
 import pytest
 
 from dashrepro.data import datasets as ds
+from dashrepro.data import layouts, reading
+from dashrepro.data import report as data_report
 from dashrepro.io import sha256_file
 
 # sha256 of the three shared benchmark files, as recorded in their SOURCES.md.
@@ -65,7 +67,7 @@ def test_opsd_train_parquet_normalised(tmp_path):
     ]
     path = write_parquet(tmp_path / "train-00000-of-00002.parquet", rows)
     frame, report = ds.load_training_set({"path": str(path), "layout": "opsd_train"})
-    assert list(frame.columns) == list(ds.COLUMNS)
+    assert list(frame.columns) == list(layouts.COLUMNS)
     assert list(frame["id"]) == ["openthoughts-00000", "openthoughts-00003"]
     assert list(frame["answer"]) == ["25", "\\frac{1}{2}"]
     # S3 has no boxed answer: the teacher must see it, so it is appended (and reported).
@@ -77,11 +79,13 @@ def test_opsd_train_parquet_normalised(tmp_path):
     assert set(frame["source"]) == {"file:train-00000-of-00002.parquet"}
     assert report.column_map["problem"] == "Question"
     counts = report.counts()
-    assert counts[ds.MISSING_REFERENCE] == 1 and report.ids(ds.MISSING_REFERENCE) == [
-        "openthoughts-00001"
-    ]
-    assert counts[ds.MISSING_PROBLEM] == 1 and report.rows(ds.MISSING_PROBLEM) == [2]
-    assert counts[ds.MISSING_ANSWER] == 1 and report.ids(ds.MISSING_ANSWER) == [
+    assert counts[data_report.MISSING_REFERENCE] == 1 and report.ids(
+        data_report.MISSING_REFERENCE
+    ) == ["openthoughts-00001"]
+    assert counts[data_report.MISSING_PROBLEM] == 1 and report.rows(
+        data_report.MISSING_PROBLEM
+    ) == [2]
+    assert counts[data_report.MISSING_ANSWER] == 1 and report.ids(data_report.MISSING_ANSWER) == [
         "openthoughts-00004"
     ]
     assert (report.rows_read, report.rows_kept, report.n_dropped) == (5, 2, 3)
@@ -93,7 +97,7 @@ def test_opsd_train_falls_back_to_problem_column_and_min_rows(tmp_path):
     frame, report = ds.load_training_set({"path": path, "layout": "opsd_train", "min_rows": 3})
     assert report.column_map["problem"] == "problem"
     assert list(frame["answer"]) == ["0", "1", "2"]
-    with pytest.raises(ds.DataError, match=r"at least 4 rows.*got 3"):
+    with pytest.raises(layouts.DataError, match=r"at least 4 rows.*got 3"):
         ds.load_training_set({"path": path, "layout": "opsd_train", "min_rows": 4})
 
 
@@ -171,7 +175,7 @@ def test_local_benchmark_layout_ignores_extra_columns(tmp_path):
     frame, report = ds.load_benchmark(
         {"path": path, "layout": "local_benchmark", "expected_size": 3}
     )
-    assert list(frame.columns) == list(ds.COLUMNS)
+    assert list(frame.columns) == list(layouts.COLUMNS)
     assert list(frame["id"]) == ["b-0", "b-1", "b-2"]
     assert report.column_map == {
         "problem": "problem",
@@ -214,15 +218,15 @@ def test_parquet_int_answers_promoted_to_float_by_a_null(tmp_path):
     path = tmp_path / "b.parquet"
     frame.to_parquet(path)
     out, report = ds.normalise(
-        ds.load_table(path, layout="local_benchmark"), "local_benchmark", "s"
+        reading.load_table(path, layout="local_benchmark"), "local_benchmark", "s"
     )
     assert list(out["answer"]) == ["25", "7"]
-    assert report.ids(ds.MISSING_ANSWER) == ["b"]
+    assert report.ids(data_report.MISSING_ANSWER) == ["b"]
 
 
 def test_non_scalar_answer_is_an_error():
     frame = pd.DataFrame({"id": ["a"], "problem": ["p"], "answer": [[1, 2]]})
-    with pytest.raises(ds.DataError, match=r"row 0: column 'answer' holds a list"):
+    with pytest.raises(layouts.DataError, match=r"row 0: column 'answer' holds a list"):
         ds.normalise(frame, "local_benchmark", "src")
 
 
@@ -242,21 +246,21 @@ def test_duplicates_and_empty_rows_reported_by_count_and_id(tmp_path):
     ]
     path = write_jsonl(tmp_path / "dups.jsonl", rows)
     frame, report = ds.normalise(
-        ds.load_table(path, layout="local_benchmark"), "local_benchmark", "file:dups.jsonl"
+        reading.load_table(path, layout="local_benchmark"), "local_benchmark", "file:dups.jsonl"
     )
     assert list(frame["id"]) == ["x-1", "x-2"]
     assert frame.set_index("id").loc["x-2", "problem"] == "P2 fixed"
     assert report.counts() == {
-        ds.MISSING_ID: 1,
-        ds.MISSING_PROBLEM: 1,
-        ds.MISSING_ANSWER: 2,
-        ds.MISSING_REFERENCE: 0,
-        ds.DUPLICATE_ID: 2,
+        data_report.MISSING_ID: 1,
+        data_report.MISSING_PROBLEM: 1,
+        data_report.MISSING_ANSWER: 2,
+        data_report.MISSING_REFERENCE: 0,
+        data_report.DUPLICATE_ID: 2,
     }
-    assert report.ids(ds.DUPLICATE_ID) == ["x-1", "x-1"]
-    assert report.rows(ds.DUPLICATE_ID) == [3, 7]
-    assert report.rows(ds.MISSING_ANSWER) == [2, 4]
-    assert report.rows(ds.MISSING_ID) == [6]
+    assert report.ids(data_report.DUPLICATE_ID) == ["x-1", "x-1"]
+    assert report.rows(data_report.DUPLICATE_ID) == [3, 7]
+    assert report.rows(data_report.MISSING_ANSWER) == [2, 4]
+    assert report.rows(data_report.MISSING_ID) == [6]
     summary = report.summary()
     lines = summary.splitlines()
     assert lines[0] == "file:dups.jsonl [layout local_benchmark]: 8 rows read, 2 kept, 6 dropped"
@@ -282,8 +286,8 @@ def test_summary_lists_at_most_ten_ids():
 def test_malformed_jsonl_names_file_and_line(tmp_path):
     path = tmp_path / "bad.jsonl"
     path.write_text('{"id": "a", "problem": "p", "answer": "1"}\n\n{"id": "b", "problem": \n')
-    with pytest.raises(ds.DataError) as info:
-        ds.load_table(path, layout="local_benchmark")
+    with pytest.raises(layouts.DataError) as info:
+        reading.load_table(path, layout="local_benchmark")
     assert str(path) in str(info.value) and "line 3 is not valid JSON" in str(info.value)
 
 
@@ -296,8 +300,8 @@ def test_non_utf8_byte_names_file_and_line(tmp_path, suffix):
     ]
     body = "\n".join(rows) if suffix == "jsonl" else "[" + ",\n".join(rows) + "]"
     path.write_bytes(body.encode("latin-1"))
-    with pytest.raises(ds.DataError) as info:
-        ds.load_table(path, layout="local_benchmark")
+    with pytest.raises(layouts.DataError) as info:
+        reading.load_table(path, layout="local_benchmark")
     message = str(info.value)
     assert str(path) in message and "line 2 is not UTF-8" in message and "0xe9" in message
 
@@ -305,44 +309,44 @@ def test_non_utf8_byte_names_file_and_line(tmp_path, suffix):
 def test_jsonl_line_that_is_not_an_object(tmp_path):
     path = tmp_path / "list.jsonl"
     path.write_text('{"id": "a", "problem": "p", "answer": "1"}\n[1, 2]\n')
-    with pytest.raises(ds.DataError, match=r"line 2 holds a JSON list, expected an object"):
-        ds.load_table(path, layout="local_benchmark")
+    with pytest.raises(layouts.DataError, match=r"line 2 holds a JSON list, expected an object"):
+        reading.load_table(path, layout="local_benchmark")
 
 
 def test_json_must_be_a_list_of_objects(tmp_path):
     path = tmp_path / "obj.json"
     path.write_text('{"id": "a"}')
-    with pytest.raises(ds.DataError, match=r"expected a JSON list of objects"):
-        ds.load_table(path, layout="local_benchmark")
+    with pytest.raises(layouts.DataError, match=r"expected a JSON list of objects"):
+        reading.load_table(path, layout="local_benchmark")
     path.write_text('[{"id": "a", "problem": "p", "answer": 1},\n 3]')
-    with pytest.raises(ds.DataError, match=r"row 1 holds a JSON int"):
-        ds.load_table(path, layout="local_benchmark")
+    with pytest.raises(layouts.DataError, match=r"row 1 holds a JSON int"):
+        reading.load_table(path, layout="local_benchmark")
     path.write_text('[{"id": "a",\n "problem": }]')
-    with pytest.raises(ds.DataError, match=r"not valid JSON at line 2"):
-        ds.load_table(path, layout="local_benchmark")
+    with pytest.raises(layouts.DataError, match=r"not valid JSON at line 2"):
+        reading.load_table(path, layout="local_benchmark")
 
 
 def test_missing_column_names_file_layout_and_column(tmp_path):
     path = write_parquet(tmp_path / "train.parquet", [{"Question": "q", "Answer": "1"}])
-    with pytest.raises(ds.DataError) as info:
-        ds.load_table(path, layout="opsd_train")
+    with pytest.raises(layouts.DataError) as info:
+        reading.load_table(path, layout="opsd_train")
     message = str(info.value)
     assert str(path) in message and "'opsd_train'" in message
     assert "'solution' (for reference_solution)" in message
     path = write_jsonl(tmp_path / "m.jsonl", [{"problem_idx": 1, "answer": "3"}])
-    with pytest.raises(ds.DataError, match=r"layout 'matharena' needs column\(s\) 'problem'"):
-        ds.load_table(path, layout="matharena")
+    with pytest.raises(layouts.DataError, match=r"layout 'matharena' needs column\(s\) 'problem'"):
+        reading.load_table(path, layout="matharena")
 
 
 def test_unsupported_extension_and_missing_file(tmp_path):
     path = tmp_path / "bench.csv"
     path.write_text("id,problem,answer\na,p,1\n")
-    with pytest.raises(ds.DataError, match=r"unsupported file type '\.csv'"):
-        ds.load_table(path, layout="local_benchmark")
-    with pytest.raises(ds.DataError, match=r"no such file"):
-        ds.load_table(str(tmp_path / "absent.jsonl"), layout="local_benchmark")
-    with pytest.raises(ds.DataError, match=r"unknown layout 'nope'"):
-        ds.load_table(path, layout="nope")
+    with pytest.raises(layouts.DataError, match=r"unsupported file type '\.csv'"):
+        reading.load_table(path, layout="local_benchmark")
+    with pytest.raises(layouts.DataError, match=r"no such file"):
+        reading.load_table(str(tmp_path / "absent.jsonl"), layout="local_benchmark")
+    with pytest.raises(layouts.DataError, match=r"unknown layout 'nope'"):
+        reading.load_table(path, layout="nope")
 
 
 # ------------------------------------------------------------------------------ specs
@@ -353,15 +357,15 @@ def test_wrong_benchmark_size_stops(tmp_path):
     rows[5]["answer"] = ""  # cleaned away: 29 left
     path = write_jsonl(tmp_path / "short.jsonl", rows)
     spec = {"path": path, "layout": "local_benchmark", "expected_size": 30, "name": "AIME short"}
-    with pytest.raises(ds.DataError) as info:
+    with pytest.raises(layouts.DataError) as info:
         ds.load_benchmark(spec)
     message = str(info.value)
     assert "benchmark AIME short: expected 30 problems after cleaning, got 29" in message
     assert "row 5 (id b-5)" in message
     spec.pop("name")
-    with pytest.raises(ds.DataError, match=r"benchmark file:short\.jsonl: expected 30"):
+    with pytest.raises(layouts.DataError, match=r"benchmark file:short\.jsonl: expected 30"):
         ds.load_benchmark(spec)
-    with pytest.raises(ds.DataError, match=r"needs 'expected_size'"):
+    with pytest.raises(layouts.DataError, match=r"needs 'expected_size'"):
         ds.load_benchmark({"path": path, "layout": "local_benchmark"})
 
 
@@ -372,7 +376,7 @@ def test_sha256_verified(tmp_path):
     frame, _ = ds.load_benchmark(spec)
     assert len(frame) == 2
     wrong = "0" * 64
-    with pytest.raises(ds.DataError) as info:
+    with pytest.raises(layouts.DataError) as info:
         ds.load_benchmark(dict(spec, sha256=wrong))
     message = str(info.value)
     assert str(path) in message and wrong in message and good in message
@@ -416,7 +420,7 @@ def test_relative_path_resolved_against_base_dir(tmp_path):
     ],
 )
 def test_bad_specs(spec, pattern):
-    with pytest.raises(ds.DataError, match=pattern):
+    with pytest.raises(layouts.DataError, match=pattern):
         ds.load_benchmark(spec)
 
 
@@ -427,12 +431,12 @@ def test_hub_without_datasets_package_names_the_id(monkeypatch):
         "revision": "0123abc" * 5 + "01234",  # a 40-hex commit
         "layout": "opsd_train",
     }
-    with pytest.raises(ds.DataError) as info:
+    with pytest.raises(layouts.DataError) as info:
         ds.load_training_set(spec)
     message = str(info.value)
     assert "'siyanzhao/Openthoughts_math_30k_opsd'" in message and "`datasets`" in message
-    with pytest.raises(ds.DataError, match=r"'HuggingFaceH4/aime_2024'"):
-        ds.load_table("HuggingFaceH4/aime_2024", layout="hf_aime_2024", revision="r")
+    with pytest.raises(layouts.DataError, match=r"'HuggingFaceH4/aime_2024'"):
+        reading.load_table("HuggingFaceH4/aime_2024", layout="hf_aime_2024", revision="r")
 
 
 @pytest.mark.parametrize("revision", ["main", "0123abc", "v1.0"])
@@ -441,7 +445,7 @@ def test_hub_training_set_must_be_pinned_to_a_commit(monkeypatch, revision):
     monkeypatch.setitem(sys.modules, "datasets", None)
     spec = {"hf_id": "siyanzhao/Openthoughts_math_30k_opsd", "revision": revision,
             "layout": "opsd_train", "expected_size": 29434}  # fmt: skip
-    with pytest.raises(ds.DataError) as info:
+    with pytest.raises(layouts.DataError) as info:
         ds.load_training_set(spec)
     message = str(info.value)
     assert f"revision {revision!r} is not a commit" in message and "40-hex" in message
@@ -455,7 +459,7 @@ def test_training_set_size_after_cleaning_is_checked(tmp_path):
     spec = {"path": str(path), "sha256": sha256_file(path), "layout": "opsd_train"}
     frame, _ = ds.load_training_set({**spec, "expected_size": 4})
     assert len(frame) == 4
-    with pytest.raises(ds.DataError, match="expected 29434 rows after cleaning, got 4"):
+    with pytest.raises(layouts.DataError, match="expected 29434 rows after cleaning, got 4"):
         ds.load_training_set({**spec, "expected_size": 29434})
 
 
@@ -465,7 +469,7 @@ def test_cli_writes_parquet(tmp_path, capsys):
     argv = ["--path", str(src), "--layout", "local_benchmark", "--expected-size", "3"]
     assert ds.main([*argv, "--out", str(out)]) == 0
     assert "3 rows read, 3 kept, 0 dropped" in capsys.readouterr().out
-    assert list(pd.read_parquet(out).columns) == list(ds.COLUMNS)
+    assert list(pd.read_parquet(out).columns) == list(layouts.COLUMNS)
     assert ds.main([*argv[:-1], "4"]) == 1
     assert "expected 4 problems" in capsys.readouterr().err
 
@@ -493,7 +497,7 @@ def test_real_benchmarks_load(repo_root, file_name):
     frame, report = ds.load_benchmark(spec)
     assert len(frame) == 30 and frame["id"].is_unique
     assert report.n_dropped == 0
-    assert list(frame.columns) == list(ds.COLUMNS)
+    assert list(frame.columns) == list(layouts.COLUMNS)
     assert all(isinstance(a, str) and a for a in frame["answer"])
     if file_name == "hmmt_feb2025.jsonl":
         answer = frame.set_index("id").loc["hmmt_feb2025-10", "answer"]
@@ -538,7 +542,7 @@ def test_hold_out_validation_takes_seeded_rows_out_of_training():
 
 
 def test_hold_out_validation_refuses_a_set_too_small():
-    with pytest.raises(ds.DataError, match="cannot spare 30"):
+    with pytest.raises(layouts.DataError, match="cannot spare 30"):
         ds.hold_out_validation(_rows(50), 30, seed=0)
-    with pytest.raises(ds.DataError, match="at least one"):
+    with pytest.raises(layouts.DataError, match="at least one"):
         ds.hold_out_validation(_rows(50), 0, seed=0)

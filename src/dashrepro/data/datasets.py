@@ -78,33 +78,6 @@ from dashrepro.data.report import (
 )
 from dashrepro.io import sha256_file, write_parquet
 
-__all__ = [
-    "COLUMNS",
-    "DUPLICATE_ID",
-    "LAYOUTS",
-    "MISSING_ANSWER",
-    "MISSING_ID",
-    "MISSING_PROBLEM",
-    "MISSING_REFERENCE",
-    "REASONS",
-    "SUPPORTED_SUFFIXES",
-    "DataError",
-    "DataReport",
-    "DroppedRow",
-    "Layout",
-    "check_columns",
-    "get_layout",
-    "hold_out_validation",
-    "load_benchmark",
-    "load_table",
-    "load_training_set",
-    "main",
-    "normalise",
-    "normalise_answer",
-    "prepare_dataset",
-]
-
-
 # --------------------------------------------------------------------------------------------
 # Normalising
 # --------------------------------------------------------------------------------------------
