@@ -7,7 +7,7 @@ def main(snakemake) -> None:
     log = setup(snakemake, threads=1)
     from dashrepro.io import write_text
     from dashrepro.layout import Results
-    from dashrepro.provenance.audit import audit_report
+    from dashrepro.provenance.audit.report import audit_report
 
     # The scores tables of this experiment's config, not whatever else its folder holds.
     results = Results(snakemake.params.experiment).root

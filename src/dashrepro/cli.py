@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import sys
 
-COMMANDS = {"audit": "dashrepro.provenance.audit:run_cli"}
+COMMANDS = {"audit": "dashrepro.provenance.audit.cli:run_cli"}
 
 
 def main(argv: list[str] | None = None) -> int:
