@@ -352,33 +352,10 @@ def run_samples(wildcards):
     )
 
 
-def result_set(name, scales, methods):
-    """The files of one input set of `dashrepro.analysis.registry.INPUT_SETS`, over the
-    (method, scale) pairs of a table or figure and each pair's seeds."""
-    runs = [
-        (m, scale, s) for scale in scales for m in methods for s in RUNS[(m, scale)]
-    ]
-    if name == "selections":
-        return [LAYOUT.selection(m, c, s) for m, c, s in runs]
-    if name in ("summaries", "samples"):
-        file = "summary.json" if name == "summaries" else "samples.parquet"
-        return [p for m, c, s in runs for p in checkpoint_eval_files(m, c, s, file)]
-    if name in ("traces", "metrics"):
-        file = "token_traces.parquet" if name == "traces" else "train_metrics.parquet"
-        return [f"{LAYOUT.run(m, c, s)}/{file}" for m, c, s in runs]
-    if name == "base_accuracy":
-        return [
-            f"{LAYOUT.base_eval(base_scale(config, scale))}/accuracy.json"
-            for scale in scales
-        ]
-    if name == "published":
-        return [PUBLISHED]
-    raise ValueError(f"unknown input set {name!r}")
-
-
 def result_keys(name, scales, methods):
-    """What each file of ``result_set(name, scales, methods)`` is, in the same order: a run's
-    [method, scale, seed], a checkpoint's [method, scale, seed, step], a base model's scale.
+    """What each file of an input set of `dashrepro.analysis.registry.INPUT_SETS` is, over the
+    (method, scale) pairs of a table or figure and each pair's seeds: a run's [method, scale,
+    seed], a checkpoint's [method, scale, seed, step], a scale (its base model's accuracy).
     """
     runs = [
         [m, scale, s] for scale in scales for m in methods for s in RUNS[(m, scale)]
@@ -392,6 +369,27 @@ def result_keys(name, scales, methods):
     if name == "published":
         return [None]
     raise ValueError(f"unknown input set {name!r}")
+
+
+# The file of each key of an input set (result_keys): files and keys come from one list, so
+# a table or figure module can zip them.
+RESULT_FILES = {
+    "selections": lambda m, c, s: LAYOUT.selection(m, c, s),
+    "summaries": lambda m, c, s, t: f"{LAYOUT.checkpoint_eval(m, c, s, t)}/summary.json",
+    "samples": lambda m, c, s, t: f"{LAYOUT.checkpoint_eval(m, c, s, t)}/samples.parquet",
+    "traces": lambda m, c, s: f"{LAYOUT.run(m, c, s)}/token_traces.parquet",
+    "metrics": lambda m, c, s: f"{LAYOUT.run(m, c, s)}/train_metrics.parquet",
+    "base_accuracy": lambda c: f"{LAYOUT.base_eval(base_scale(config, c))}/accuracy.json",
+    "published": lambda _: PUBLISHED,
+}
+
+
+def result_set(name, scales, methods):
+    """The files of one input set, in the order of ``result_keys(name, scales, methods)``."""
+    keys = result_keys(name, scales, methods)
+    return [
+        RESULT_FILES[name](*(key if isinstance(key, list) else [key])) for key in keys
+    ]
 
 
 def report_inputs(group):
