@@ -53,28 +53,28 @@ localrules:
 
 rule all:
     input:
-        table_files(),
-        base_accuracy_files(),
-        figure_files(),
-        analysis_report_files(),
+        EXPERIMENT.table_files(),
+        EXPERIMENT.base_accuracy_files(),
+        EXPERIMENT.figure_files(),
+        EXPERIMENT.analysis_report_files(),
 
 
 rule all_tables:
     input:
-        table_files(),
-        base_accuracy_files(),
+        EXPERIMENT.table_files(),
+        EXPERIMENT.base_accuracy_files(),
 
 
 rule all_figures:
     input:
-        figure_files(),
+        EXPERIMENT.figure_files(),
 
 
 rule published_tables:
     input:
-        published_table_files(),
+        EXPERIMENT.published_table_files(),
 
 
 rule train_all_runs:
     input:
-        train_all_runs_files(),
+        EXPERIMENT.train_all_runs_files(),

@@ -96,7 +96,7 @@ def paper_workdir(workdir: Path) -> None:
     sys.path.insert(0, str(REPO / "src"))
     import yaml
 
-    from dashrepro.config import merge_configs, read_config_file
+    from dashrepro.experiment.config import merge_configs, read_config_file
 
     config = merge_configs(
         read_config_file(REPO / "workflow_config.yaml"),

@@ -181,7 +181,7 @@ GOOD_VERDICTS = ("clear error", "caught by audit", "nothing rerun")
 
 def make_run(workdir: Path) -> None:
     from dashrepro.embedded.smoke_config import smoke_config
-    from dashrepro.run_matrix import expand_config
+    from dashrepro.experiment.run_matrix import expand_config
 
     default = expand_config(yaml.safe_load((ROOT / "workflow_config.yaml").read_text()))
     (workdir / "config.yaml").write_text(yaml.safe_dump(smoke_config(default)))

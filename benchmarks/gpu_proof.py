@@ -136,8 +136,8 @@ def paper_config(args) -> dict:
     GPU machine lacks)."""
     if args.config_json:
         return json.loads(Path(args.config_json).read_text())
-    from dashrepro.config import load_config
-    from dashrepro.run_matrix import expand_methods
+    from dashrepro.experiment.config import load_config
+    from dashrepro.experiment.run_matrix import expand_methods
 
     config = load_config(ROOT / "workflow_config.yaml", ROOT / "config/experiments/paper.yaml")
     return expand_methods(config)

@@ -44,7 +44,7 @@ sys.path.insert(0, str(REPO / "src"))
 
 from dashrepro.analysis import statistics as st  # noqa: E402
 from dashrepro.analysis import statistics_report as sr  # noqa: E402
-from dashrepro.config import load_config  # noqa: E402
+from dashrepro.experiment.config import load_config  # noqa: E402
 from dashrepro.io import read_parquet  # noqa: E402
 
 OVERLAY = "config/experiments/tiny_scalar_kernels.yaml"
@@ -165,12 +165,12 @@ import hashlib, json, os, sys, time
 sys.path.insert(0, {src!r})
 import torch
 from transformers import AutoTokenizer
-from dashrepro.config import load_config
+from dashrepro.experiment.config import load_config
 from dashrepro.data.prompts import TeacherProtocol
 from dashrepro.embedded.sft import build_sft_examples, run_sft
 from dashrepro.embedded.tiny_model import build_tiny_qwen3
 from dashrepro.io import read_parquet
-from dashrepro.parameters import teacher_views_of
+from dashrepro.experiment.parameters import teacher_views_of
 torch.set_num_threads({threads})
 config = load_config({config!r})
 scale = config["scales"]["tiny"]

@@ -603,7 +603,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     quiet_libraries()
 
-    from dashrepro.config import load_config
+    from dashrepro.experiment.config import load_config
 
     config = load_config(args.config)
     train = train_settings(args, config)

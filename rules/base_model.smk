@@ -18,7 +18,7 @@ rule download_model:
     params:
         model=lambda wc: model_id_of(wc.repo),
         revision=lambda wc: wc.revision,
-        where=model_revision_key,
+        where=get_model_revision_key,
     script:
         "scripts/download_model.py"
 
@@ -41,15 +41,15 @@ rule sft_base_model:
         architecture=lambda wc: config["scales"][wc.scale]["architecture"],
         sft=lambda wc: config["scales"][wc.scale]["sft"],
         protocol=config["protocol"],
-        teacher_views=TEACHER_VIEWS,
+        teacher_views=EXPERIMENT.teacher_views,
     script:
         "scripts/sft_base_model.py"
 
 
 rule evaluate_base_model:
     input:
-        unpack(base_model_inputs_of),
-        benchmarks=list(benchmark_files().values()),
+        unpack(get_base_model_inputs),
+        benchmarks=EXPERIMENT.benchmark_files(),
     output:
         accuracy=report(
             f"{LAYOUT.base_eval()}/accuracy.json",
@@ -67,16 +67,16 @@ rule evaluate_base_model:
     priority: 10
     retries: PREEMPTIBLE_RETRIES
     conda:
-        GENERATION_ENV
+        EXPERIMENT.generation_env
     threads: 2
     resources:
-        **gpu_resources(EVALUATION_GPUS),
+        **gpu_resources(EXPERIMENT.evaluation_gpus),
     params:
-        base_model=base_model_of,
-        benchmarks=BENCHMARKS,
-        generation=GENERATION,
-        grading=GRADING,
+        base_model=get_base_model,
+        benchmarks=EXPERIMENT.benchmarks,
+        generation=EXPERIMENT.generation,
+        grading=EXPERIMENT.grading,
         protocol=config["protocol"],
-        teacher_views=TEACHER_VIEWS,
+        teacher_views=EXPERIMENT.teacher_views,
     script:
         "scripts/evaluate_base_model.py"

@@ -6,10 +6,11 @@
 
 rule make_synthetic_data:
     output:
-        **validation_outputs(LAYOUT.synthetic),
+        **EXPERIMENT.validation_outputs(LAYOUT.synthetic),
         train=LAYOUT.synthetic("train.parquet"),
         benchmarks=[
-            LAYOUT.synthetic(f"benchmarks/{b}.parquet") for b in SYNTHETIC_BENCHMARKS
+            LAYOUT.synthetic(f"benchmarks/{b}.parquet")
+            for b in EXPERIMENT.synthetic_benchmarks
         ],
     log:
         LAYOUT.log("make_synthetic_data"),
@@ -18,17 +19,17 @@ rule make_synthetic_data:
     conda:
         "../envs/cpu.yaml"
     params:
-        data=synthetic_data_params(),
-        benchmarks=synthetic_benchmark_specs(),
+        data=EXPERIMENT.synthetic_data_params(),
+        benchmarks=EXPERIMENT.synthetic_benchmark_specs(),
     script:
         "scripts/make_synthetic_data.py"
 
 
 rule prepare_training_set:
     input:
-        unpack(training_set_source),
+        unpack(get_training_set_source),
     output:
-        **validation_outputs(LAYOUT.data),
+        **EXPERIMENT.validation_outputs(LAYOUT.data),
         train=LAYOUT.data("train.parquet"),
         report=LAYOUT.data("train.report.json"),
     log:
@@ -39,14 +40,14 @@ rule prepare_training_set:
         "../envs/cpu.yaml"
     params:
         dataset=config["data"]["training_set"],
-        validation=VALIDATION,
+        validation=EXPERIMENT.validation,
     script:
         "scripts/prepare_training_set.py"
 
 
 rule prepare_benchmark:
     input:
-        unpack(benchmark_source),
+        unpack(get_benchmark_source),
     output:
         benchmark=LAYOUT.benchmark(),
         report=LAYOUT.benchmark(suffix="report.json"),

@@ -5,9 +5,9 @@
 
 rule generate_checkpoint_responses:
     input:
-        unpack(base_model_inputs_of),
+        unpack(get_base_model_inputs),
         adapter=LAYOUT.adapter(),
-        benchmarks=evaluation_files(),
+        benchmarks=EXPERIMENT.evaluation_files(),
     output:
         responses=f"{LAYOUT.checkpoint_eval()}/responses.parquet",
     log:
@@ -17,14 +17,14 @@ rule generate_checkpoint_responses:
     # Kept shards survive a preemption: a retry generates only the missing ones.
     retries: PREEMPTIBLE_RETRIES
     conda:
-        GENERATION_ENV
+        EXPERIMENT.generation_env
     threads: 1
     resources:
-        **gpu_resources(EVALUATION_GPUS),
+        **gpu_resources(EXPERIMENT.evaluation_gpus),
     params:
-        base_model=base_model_of,
-        benchmarks=EVALUATION_SETS,
-        generation=generation_of,
+        base_model=get_base_model,
+        benchmarks=EXPERIMENT.evaluation_sets,
+        generation=get_generation,
     script:
         "scripts/generate_checkpoint_responses.py"
 
@@ -46,8 +46,8 @@ rule grade_checkpoint:
         "../envs/cpu.yaml"
     threads: 1
     params:
-        benchmarks=BENCHMARKS,
-        validation=VALIDATION_SET,
-        grading=GRADING,
+        benchmarks=EXPERIMENT.benchmarks,
+        validation=EXPERIMENT.validation_set,
+        grading=EXPERIMENT.grading,
     script:
         "scripts/grade_checkpoint.py"

@@ -5,7 +5,7 @@
 
 rule table:
     input:
-        unpack(report_inputs("tables")),
+        unpack(get_report_inputs("tables")),
     output:
         csv=report(
             LAYOUT.table(ext="csv"),
@@ -23,15 +23,15 @@ rule table:
         "../envs/cpu.yaml"
     params:
         spec=lambda wc: config["tables"][wc.table],
-        context=lambda wc: report_context("tables", wc.table),
-        caption=lambda wc: kind_caption("tables", wc.table),
+        context=lambda wc: EXPERIMENT.report_context("tables", wc.table),
+        caption=lambda wc: EXPERIMENT.kind_caption("tables", wc.table),
     script:
         "scripts/make_table.py"
 
 
 rule figure:
     input:
-        unpack(report_inputs("figures")),
+        unpack(get_report_inputs("figures")),
     output:
         png=report(
             LAYOUT.figure(ext="png"),
@@ -49,8 +49,8 @@ rule figure:
         "../envs/cpu.yaml"
     params:
         spec=lambda wc: config["figures"][wc.figure],
-        context=lambda wc: report_context("figures", wc.figure),
-        caption=lambda wc: kind_caption("figures", wc.figure),
+        context=lambda wc: EXPERIMENT.report_context("figures", wc.figure),
+        caption=lambda wc: EXPERIMENT.kind_caption("figures", wc.figure),
     script:
         "scripts/make_figure.py"
 
@@ -59,7 +59,7 @@ rule figure:
 # its main table must shade exactly the cells the paper shades).
 rule published_table:
     input:
-        published=PUBLISHED,
+        published=EXPERIMENT.published,
     output:
         csv=PUBLISHED_LAYOUT.table(ext="csv"),
         md=PUBLISHED_LAYOUT.table(ext="md"),
@@ -71,8 +71,8 @@ rule published_table:
     conda:
         "../envs/cpu.yaml"
     params:
-        spec=lambda wc: PUBLISHED_TABLES[wc.table],
-        context=lambda wc: published_context(wc.table),
+        spec=lambda wc: EXPERIMENT.published_tables[wc.table],
+        context=lambda wc: EXPERIMENT.published_context(wc.table),
     script:
         "scripts/make_published_table.py"
 
@@ -102,7 +102,7 @@ rule plan:
 # the paper's published numbers (dashrepro.analysis.statistics_report).
 rule statistics:
     input:
-        unpack(statistics_inputs),
+        unpack(get_statistics_inputs),
     output:
         cells=LAYOUT.statistics("cell_statistics.csv"),
         paired=LAYOUT.statistics("paired_differences.csv"),
@@ -124,13 +124,13 @@ rule statistics:
     conda:
         "../envs/cpu.yaml"
     params:
-        experiment=EXP,
-        tables=SCORE_TABLES,
-        benchmarks=BENCHMARKS,
-        validation=VALIDATION_SET,
-        base_scales=SCORE_BASE_SCALES,
+        experiment=EXPERIMENT.name,
+        tables=EXPERIMENT.score_tables,
+        benchmarks=EXPERIMENT.benchmarks,
+        validation=EXPERIMENT.validation_set,
+        base_scales=EXPERIMENT.score_base_scales,
         settings=config["statistics"],
-        input_keys=statistics_keys(),
+        input_keys=EXPERIMENT.statistics_keys(),
     script:
         "scripts/statistics.py"
 
@@ -139,7 +139,7 @@ rule statistics:
 # number derived again; flags changed or stale inputs, mixed code or configs, missing seeds.
 rule audit:
     input:
-        unpack(audit_inputs),
+        unpack(get_audit_inputs),
     output:
         md=LAYOUT.audit("report.md"),
         html=report(
@@ -154,7 +154,7 @@ rule audit:
     conda:
         "../envs/cpu.yaml"
     params:
-        experiment=EXP,
-        tables=list(SCORE_TABLES),
+        experiment=EXPERIMENT.name,
+        tables=list(EXPERIMENT.score_tables),
     script:
         "scripts/audit.py"

@@ -3,8 +3,8 @@
 
 rule select_best_checkpoint:
     input:
-        summaries=run_summaries,
-        samples=run_samples,
+        summaries=get_run_summaries,
+        samples=get_run_samples,
     output:
         selection=LAYOUT.selection(),
     log:
@@ -14,7 +14,7 @@ rule select_best_checkpoint:
     conda:
         "../envs/cpu.yaml"
     params:
-        benchmarks=BENCHMARKS,
-        steps=lambda wc: steps_for_scale(wc.scale),
+        benchmarks=EXPERIMENT.benchmarks,
+        steps=lambda wc: EXPERIMENT.steps(wc.scale),
     script:
         "scripts/select_best_checkpoint.py"

@@ -8,12 +8,12 @@ for _scale in config["scales"]:
         name:
             f"train_lora_{_scale}"
         input:
-            **base_model_inputs(_scale),
+            **EXPERIMENT.base_model_inputs(_scale),
             train=LAYOUT.data("train.parquet"),
         output:
             checkpoints=[
                 LAYOUT.adapter(scale=_scale, step=step)
-                for step in steps_for_scale(_scale)
+                for step in EXPERIMENT.steps(_scale)
             ],
             metrics=f"{LAYOUT.run(scale=_scale)}/train_metrics.parquet",
             traces=f"{LAYOUT.run(scale=_scale)}/token_traces.parquet",
@@ -25,13 +25,13 @@ for _scale in config["scales"]:
         # Preemption (SIGTERM/SIGUSR1) saves a state and exits 75: a retry resumes it.
         retries: PREEMPTIBLE_RETRIES
         conda:
-            training_env(_scale)
+            EXPERIMENT.training_env(_scale)
         threads: config["scales"][_scale]["train"].get("num_processes", 1)
         resources:
-            **gpu_resources(training_gpus(_scale)),
+            **gpu_resources(EXPERIMENT.training_gpus(_scale)),
         params:
-            base_model=lambda wc, scale=_scale: base_model_ref(scale),
-            method=method_training_spec,
+            base_model=lambda wc, scale=_scale: EXPERIMENT.base_model_ref(scale),
+            method=get_method_training_spec,
             train=config["scales"][_scale]["train"],
             lora=config["scales"][_scale]["lora"],
             protocol=config["protocol"],

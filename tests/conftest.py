@@ -41,7 +41,7 @@ def default_config_file() -> dict:
 @pytest.fixture(scope="session")
 def default_config() -> dict:
     """workflow_config.yaml with its method grids, defaults and derived scales expanded, as the workflow sees it."""
-    from dashrepro.run_matrix import expand_config
+    from dashrepro.experiment.run_matrix import expand_config
 
     return expand_config(yaml.safe_load((REPO_ROOT / "workflow_config.yaml").read_text()))
 
@@ -74,7 +74,7 @@ def expected_jobs(config: dict) -> dict[str, int]:
     DAG does not pin numbers that an added method, seed or table changes."""
     from collections import Counter
 
-    from dashrepro.run_matrix import base_scale, checkpoint_steps, run_matrix
+    from dashrepro.experiment.run_matrix import base_scale, checkpoint_steps, run_matrix
 
     runs = run_matrix(config)
     counts = Counter()

@@ -1,4 +1,4 @@
-"""Rule plan: the jobs and GPU-hours of all_tables, all_figures and all (``dashrepro.plan``)."""
+"""Rule plan: the jobs and GPU-hours of all_tables, all_figures and all (``dashrepro.experiment.plan``)."""
 
 from _bootstrap import run, setup, to_console
 

@@ -1,4 +1,5 @@
-"""Where things are: the repository the workflow ships in, and the paths a config names.
+"""Where things are and what they are called: the repository the workflow ships in, the paths a
+config names, every results path (``Results``), and the parts of names built from keys and values.
 
 A config path (a DeepSpeed JSON, the published numbers) is taken as given when it exists, so a
 user's own file wins; otherwise it is one of the files shipped with the workflow, found from any
@@ -93,6 +94,14 @@ class Results:
 
     def job_timing(self, rule: str, key: str | None = None) -> str:
         return f"{self.root}/benchmarks/{rule}{'/' + key if key else ''}.tsv"
+
+
+def value_name(value) -> str:
+    """A value as it appears in a name (a grid method's, a table row's): ``0.3`` -> ``0p3``,
+    ``-1`` -> ``m1``, ``True`` -> ``true``."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value).replace(".", "p").replace("-", "m")
 
 
 def run_key(method="{method}", scale="{scale}", seed="{seed}") -> str:

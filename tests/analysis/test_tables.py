@@ -17,9 +17,10 @@ from dashrepro.analysis.tables import (
     published_table_specs,
 )
 from dashrepro.analysis.tables._render import cells_frame, published_cells, ranks, shade
-from dashrepro.config import load_config
+from dashrepro.experiment.config import load_config
+from dashrepro.experiment.run_matrix import spec_scales
+from dashrepro.experiment.workflow import Experiment
 from dashrepro.io import read_csv
-from dashrepro.run_matrix import run_matrix, spec_scales
 
 
 @pytest.fixture(scope="module")
@@ -35,20 +36,8 @@ def published(repo_root, paper_config):
 
 
 def context_of(config, name: str) -> dict:
-    """What rules/common.smk's report_context gives a table (the parts the kinds read)."""
-    spec = config["tables"][name]
-    scales = spec_scales(spec)
-    runs = run_matrix(config)
-    return {
-        "id": name, "experiment": config["experiment"], "scale": scales[0], "scales": scales,
-        "scale_labels": {s: config["scales"][s].get("label", s) for s in scales},
-        "benchmarks": list(config["benchmarks"]),
-        "benchmark_labels": {b: v["label"] for b, v in config["benchmarks"].items()},
-        "method_labels": {m: config["methods"][m]["label"] for m in spec["methods"]},
-        "runs": {f"{m}/{c}": runs[(m, c)] for c in scales for m in spec["methods"]},
-        "train": {s: {k: config["scales"][s]["train"].get(k, 1) for k in
-                      ("micro_batch_size", "grad_accumulation", "num_processes")} for s in scales},
-    }  # fmt: skip
+    """What the table rule's params give a table's kind (``Experiment.report_context``)."""
+    return Experiment(config).report_context("tables", name)
 
 
 def test_ranks_are_the_top_three_distinct_displayed_values_ties_sharing():

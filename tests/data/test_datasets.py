@@ -37,6 +37,11 @@ def write_parquet(path: Path, rows: list[dict]) -> Path:
     return path
 
 
+def local(path, **keys) -> dict:
+    """A spec of the local file ``path``, pinned to its content (``sha256``)."""
+    return {"path": path, "sha256": sha256_file(path), **keys}
+
+
 def bench_rows(n: int, prefix: str = "b") -> list[dict]:
     return [
         {"id": f"{prefix}-{i}", "problem": f"What is {i}+1?", "answer": str(i + 1)}
@@ -66,7 +71,7 @@ def test_opsd_train_parquet_normalised(tmp_path):
         {"Question": "Q4\n", "solution": "S4", "Answer": "", "generated_token_count": 7},
     ]
     path = write_parquet(tmp_path / "train-00000-of-00002.parquet", rows)
-    frame, report = ds.load_training_set({"path": str(path), "layout": "opsd_train"})
+    frame, report = ds.load_training_set(local(path, layout="opsd_train"))
     assert list(frame.columns) == list(layouts.COLUMNS)
     assert list(frame["id"]) == ["openthoughts-00000", "openthoughts-00003"]
     assert list(frame["answer"]) == ["25", "\\frac{1}{2}"]
@@ -94,11 +99,11 @@ def test_opsd_train_parquet_normalised(tmp_path):
 def test_opsd_train_falls_back_to_problem_column_and_min_rows(tmp_path):
     rows = [{"problem": f"P{i}", "solution": f"S{i}", "Answer": i} for i in range(3)]
     path = write_jsonl(tmp_path / "train.jsonl", rows)
-    frame, report = ds.load_training_set({"path": path, "layout": "opsd_train", "min_rows": 3})
+    frame, report = ds.load_training_set(local(path, layout="opsd_train", min_rows=3))
     assert report.column_map["problem"] == "problem"
     assert list(frame["answer"]) == ["0", "1", "2"]
     with pytest.raises(layouts.DataError, match=r"at least 4 rows.*got 3"):
-        ds.load_training_set({"path": path, "layout": "opsd_train", "min_rows": 4})
+        ds.load_training_set(local(path, layout="opsd_train", min_rows=4))
 
 
 @pytest.mark.parametrize("suffix", ["parquet", "jsonl", "json"])
@@ -121,7 +126,7 @@ def test_hf_aime_2024_layout(tmp_path, suffix):
         write_jsonl(path, rows)
     else:
         path.write_text(json.dumps(rows))
-    frame, report = ds.load_benchmark({"path": path, "layout": "hf_aime_2024", "expected_size": 3})
+    frame, report = ds.load_benchmark(local(path, layout="hf_aime_2024", expected_size=3))
     assert list(frame["id"]) == ["aime2024-60", "aime2024-61", "aime2024-62"]
     assert frame["answer"].iloc[0] == "025"  # strings are kept as given
     assert list(frame["reference_solution"]) == ["sol 0", "sol 1", "sol 2"]
@@ -134,7 +139,7 @@ def test_matharena_layout_parquet_int_answers_and_prefix(tmp_path):
         for i in range(4)
     ]
     path = write_parquet(tmp_path / "aime_2025.parquet", aime)
-    frame, _ = ds.load_benchmark({"path": path, "layout": "matharena", "expected_size": 4})
+    frame, _ = ds.load_benchmark(local(path, layout="matharena", expected_size=4))
     assert list(frame["id"]) == ["aime_2025-1", "aime_2025-2", "aime_2025-3", "aime_2025-4"]
     assert list(frame["answer"]) == ["70", "71", "72", "73"]
     assert frame["reference_solution"].isna().all()
@@ -142,9 +147,7 @@ def test_matharena_layout_parquet_int_answers_and_prefix(tmp_path):
 
     hmmt = [{"problem_idx": 10, "problem": "P", "answer": "\\frac{-1+\\sqrt{17}}{2}"}]
     path = write_jsonl(tmp_path / "hmmt_feb_2025.jsonl", hmmt)
-    frame, _ = ds.load_benchmark(
-        {"path": path, "layout": "matharena", "expected_size": 1, "id_prefix": "hmmt"}
-    )
+    frame, _ = ds.load_benchmark(local(path, layout="matharena", expected_size=1, id_prefix="hmmt"))
     assert frame["id"].iloc[0] == "hmmt-10"
     assert frame["answer"].iloc[0] == "\\frac{-1+\\sqrt{17}}{2}"
 
@@ -155,11 +158,11 @@ def test_yentinglin_layout_and_index_fallback(tmp_path):
         for i in range(2)
     ]
     frame, _ = ds.load_benchmark(
-        {
-            "path": write_jsonl(tmp_path / "aime25.jsonl", rows),
-            "layout": "yentinglin_aime_2025",
-            "expected_size": 2,
-        }
+        local(
+            write_jsonl(tmp_path / "aime25.jsonl", rows),
+            layout="yentinglin_aime_2025",
+            expected_size=2,
+        )
     )
     assert list(frame["id"]) == ["aime2025-0", "aime2025-1"]
     no_ids = [{"problem": "P", "answer": "1"}, {"problem": "Q", "answer": "2"}]
@@ -172,9 +175,7 @@ def test_yentinglin_layout_and_index_fallback(tmp_path):
 def test_local_benchmark_layout_ignores_extra_columns(tmp_path):
     rows = [dict(r, source_repo="eth-sri/matharena", source_path="p.tex") for r in bench_rows(3)]
     path = write_jsonl(tmp_path / "bench.jsonl", rows)
-    frame, report = ds.load_benchmark(
-        {"path": path, "layout": "local_benchmark", "expected_size": 3}
-    )
+    frame, report = ds.load_benchmark(local(path, layout="local_benchmark", expected_size=3))
     assert list(frame.columns) == list(layouts.COLUMNS)
     assert list(frame["id"]) == ["b-0", "b-1", "b-2"]
     assert report.column_map == {
@@ -356,17 +357,16 @@ def test_wrong_benchmark_size_stops(tmp_path):
     rows = bench_rows(30)
     rows[5]["answer"] = ""  # cleaned away: 29 left
     path = write_jsonl(tmp_path / "short.jsonl", rows)
-    spec = {"path": path, "layout": "local_benchmark", "expected_size": 30, "name": "AIME short"}
+    spec = local(path, layout="local_benchmark", expected_size=30)
     with pytest.raises(layouts.DataError) as info:
-        ds.load_benchmark(spec)
+        ds.load_benchmark(spec, name="AIME short")
     message = str(info.value)
     assert "benchmark AIME short: expected 30 problems after cleaning, got 29" in message
     assert "row 5 (id b-5)" in message
-    spec.pop("name")
     with pytest.raises(layouts.DataError, match=r"benchmark file:short\.jsonl: expected 30"):
         ds.load_benchmark(spec)
     with pytest.raises(layouts.DataError, match=r"needs 'expected_size'"):
-        ds.load_benchmark({"path": path, "layout": "local_benchmark"})
+        ds.load_benchmark(local(path, layout="local_benchmark"))
 
 
 def test_sha256_verified(tmp_path):
@@ -385,6 +385,7 @@ def test_sha256_verified(tmp_path):
 def test_relative_path_resolved_against_base_dir(tmp_path):
     write_jsonl(tmp_path / "bench.jsonl", bench_rows(2))
     spec = {"path": "bench.jsonl", "layout": "local_benchmark", "expected_size": 2}
+    spec["sha256"] = sha256_file(tmp_path / "bench.jsonl")
     frame, _ = ds.load_benchmark(spec, base_dir=tmp_path)
     assert len(frame) == 2
 
@@ -392,19 +393,27 @@ def test_relative_path_resolved_against_base_dir(tmp_path):
 @pytest.mark.parametrize(
     ("spec", "pattern"),
     [
-        ({"layout": "local_benchmark", "expected_size": 1}, "exactly one of 'path' or 'hf_id'"),
+        (
+            {"layout": "local_benchmark", "expected_size": 1},
+            "must be one of its forms: a local file",
+        ),
         (
             {"path": "a.jsonl", "hf_id": "o/n", "layout": "local_benchmark", "expected_size": 1},
-            "exactly one of 'path' or 'hf_id'",
+            r"must be one of its forms: a local file \(path and its sha256\); or a Hugging Face",
         ),
-        ({"path": "a.jsonl", "expected_size": 1}, "needs a 'layout'"),
+        ({"path": "a.jsonl", "expected_size": 1}, "spec: 'layout' is a required property"),
+        # a local file is pinned by its content, as in the workflow config
+        (
+            {"path": "a.jsonl", "layout": "local_benchmark", "expected_size": 1},
+            "'sha256' is a required property",
+        ),
         (
             {"path": "a.jsonl", "layout": "local_benchmark", "expected_size": 1, "sha265": "x"},
-            r"unknown key\(s\) \['sha265'\]",
+            r"spec\.sha265: Additional properties are not allowed",
         ),
         (
             {"hf_id": "MathArena/aime_2025", "layout": "matharena", "expected_size": 30},
-            "needs a pinned 'revision'",
+            "spec: 'revision' is a required property",
         ),
         (
             {
@@ -414,9 +423,16 @@ def test_relative_path_resolved_against_base_dir(tmp_path):
                 "layout": "matharena",
                 "expected_size": 30,
             },
-            "checks local files only",
+            "a hub dataset is pinned by its revision; path and sha256 are a local file's",
         ),
-        ({"path": "a.jsonl", "layout": "local_benchmark", "expected_size": "30"}, "non-negative"),
+        (
+            {"path": "a.jsonl", "layout": "local_benchmark", "expected_size": "30"},
+            "spec.expected_size: '30' is not of type 'integer'",
+        ),
+        (
+            {"path": "a.jsonl", "sha256": "0" * 64, "layout": "nope", "expected_size": 1},
+            r"spec\.layout: 'nope' is not one of \['hf_aime_2024'",
+        ),
     ],
 )
 def test_bad_specs(spec, pattern):
@@ -466,7 +482,11 @@ def test_training_set_size_after_cleaning_is_checked(tmp_path):
 def test_cli_writes_parquet(tmp_path, capsys):
     src = write_jsonl(tmp_path / "bench.jsonl", bench_rows(3))
     out = tmp_path / "out" / "bench.parquet"
-    argv = ["--path", str(src), "--layout", "local_benchmark", "--expected-size", "3"]
+    # without --sha256 it stops, giving the file's hash to pin it with
+    assert ds.main(["--path", str(src), "--layout", "local_benchmark"]) == 1
+    assert f"--path needs --sha256 ({src}: {sha256_file(src)})" in capsys.readouterr().err
+    argv = ["--path", str(src), "--sha256", sha256_file(src), "--layout", "local_benchmark"]
+    argv += ["--expected-size", "3"]
     assert ds.main([*argv, "--out", str(out)]) == 0
     assert "3 rows read, 3 kept, 0 dropped" in capsys.readouterr().out
     assert list(pd.read_parquet(out).columns) == list(layouts.COLUMNS)

@@ -8,7 +8,7 @@ from conftest import REPO_ROOT
 
 from dashrepro import objectives
 from dashrepro.data.prompts import TeacherProtocol
-from dashrepro.run_matrix import checkpoint_steps
+from dashrepro.experiment.run_matrix import checkpoint_steps
 from dashrepro.training.batching import response_logits, right_pad_concat
 from dashrepro.training.methods import MethodSpec
 from dashrepro.training.model import load_lora_student
@@ -223,8 +223,8 @@ def _reference_partial_solution(solution: str, keep_ratio: float = 0.5) -> str:
 
 
 def test_avsd_teacher_views_are_avsds_own(default_config):
+    from dashrepro.data.views import avsd_message, partial_solution
     from dashrepro.training.methods import teacher_messages
-    from dashrepro.training.views import avsd_message, partial_solution
 
     protocol = TeacherProtocol.from_config(default_config["protocol"])
     solution = "First, 2 + 3 = 5.\n\nThen check: 5 - 3 = 2.\n\nSo the answer is \\boxed{5}."
@@ -243,7 +243,7 @@ def test_avsd_teacher_views_are_avsds_own(default_config):
 
 
 def test_avsd_partial_view_falls_back_to_sentences_and_characters():
-    from dashrepro.training.views import PARTIAL_NOTICE, partial_solution
+    from dashrepro.data.views import PARTIAL_NOTICE, partial_solution
 
     assert partial_solution("One. Two. Three. Four.") == f"One. Two.\n\n{PARTIAL_NOTICE}"
     assert partial_solution("abcdef") == f"abc\n\n{PARTIAL_NOTICE}"
@@ -294,9 +294,9 @@ def test_two_processes_read_what_one_process_accumulating_reads():
 
 
 def test_every_objective_has_a_loss_and_every_teacher_view_a_text():
-    from dashrepro.parameters import OBJECTIVES
+    from dashrepro.data.views import TEACHER_VIEWS
+    from dashrepro.experiment.parameters import OBJECTIVES
     from dashrepro.training.losses import OBJECTIVE_LOSSES
-    from dashrepro.training.views import TEACHER_VIEWS
 
     assert set(OBJECTIVE_LOSSES) == set(OBJECTIVES)
     assert {view for o in OBJECTIVES.values() for view in o.teacher_views} <= set(TEACHER_VIEWS)

@@ -6,7 +6,7 @@ import copy
 
 import pytest
 
-from dashrepro.config import ConfigError, read_config_file, validate_config
+from dashrepro.experiment.config import ConfigError, read_config_file, validate_config
 
 
 @pytest.fixture

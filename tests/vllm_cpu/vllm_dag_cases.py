@@ -35,9 +35,9 @@ import yaml
 
 from dashrepro.analysis import statistics as st
 from dashrepro.embedded.smoke_config import smoke_config
+from dashrepro.experiment.run_matrix import expand_config
 from dashrepro.io import read_json
 from dashrepro.provenance import record_path
-from dashrepro.run_matrix import expand_config
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 METHODS = ["opsd", "eopd", "avsd", "pw_opsd", "dash"]

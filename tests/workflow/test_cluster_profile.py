@@ -74,7 +74,7 @@ def test_each_job_asks_for_its_gpus_and_partition(dry_run, rule, gpus, partition
 def test_grading_is_packed_into_group_jobs(repo_root, dry_run):
     from conftest import expected_jobs
 
-    from dashrepro.config import load_config
+    from dashrepro.experiment.config import load_config
 
     grading = len(resources(dry_run, "grade_checkpoint"))
     paper = load_config(

@@ -37,7 +37,7 @@ def paper_workdir(repo_root, tmp_path):
     with empty stand-ins for the benchmark files (a dry run reads none of them)."""
     import yaml
 
-    from dashrepro.config import merge_configs, read_config_file
+    from dashrepro.experiment.config import merge_configs, read_config_file
 
     config = merge_configs(
         read_config_file(repo_root / "workflow_config.yaml"),
@@ -72,7 +72,7 @@ def test_the_paper_dry_runs_its_whole_run_matrix(repo_root, tmp_path):
     (counted from the config: test_config checks the paper's 149 runs once)."""
     from conftest import expected_jobs
 
-    from dashrepro.config import load_config
+    from dashrepro.experiment.config import load_config
 
     done = snakemake_in(repo_root, paper_workdir(repo_root, tmp_path), "-n", "all_tables")
     out = done.stdout + done.stderr
@@ -93,10 +93,10 @@ def test_the_paper_dry_runs_its_whole_run_matrix(repo_root, tmp_path):
     # The plan counts the same jobs from the config alone, and prices them.
     import yaml
 
-    from dashrepro.plan import gpu_hours, target_jobs
+    from dashrepro.experiment.plan import gpu_hours, target_jobs
 
     config = yaml.safe_load((tmp_path / "config.yaml").read_text())
-    from dashrepro.run_matrix import expand_config
+    from dashrepro.experiment.run_matrix import expand_config
 
     planned = target_jobs(expand_config(config), ("tables",))
     names = {"train": "train_lora_", "generate": "generate_checkpoint_responses",

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from dashrepro.embedded.smoke_config import smoke_config
-from dashrepro.run_matrix import run_matrix
+from dashrepro.experiment.run_matrix import run_matrix
 
 pytestmark = pytest.mark.slow
 
@@ -287,7 +287,7 @@ def test_paper_config_plans_gpu_jobs_through_the_slurm_profile(
     # The paper's run matrix and its checkpoints (counted from the config), through the profile.
     from conftest import expected_jobs
 
-    from dashrepro.run_matrix import expand_config
+    from dashrepro.experiment.run_matrix import expand_config
 
     expected = expected_jobs(expand_config(config))
     for rule in ("train_lora_qwen3_1p7b", "generate_checkpoint_responses"):
@@ -559,7 +559,7 @@ def test_the_fault_probe_names_every_fault_snakemake_lets_through(finished_run, 
     damaged result, bad overlay value and damaged base model is named, and a touched but unchanged
     base model reruns nothing (profiles/default: checksums up to 8 MB). An empty or non-UTF-8
     overlay is refused by Snakemake's own loader before the workflow's code runs, without the
-    file's name (README: `python -m dashrepro.config` names it)."""
+    file's name (README: `python -m dashrepro.experiment.config` names it)."""
     import importlib.util
 
     workdir, _ = finished_run

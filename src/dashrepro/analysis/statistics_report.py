@@ -22,6 +22,7 @@ import pandas as pd
 
 from dashrepro.analysis import statistics as st
 from dashrepro.analysis.registry import SCORE_KINDS
+from dashrepro.analysis.tables import published_table_id
 
 KEY = ["table", "row", "scale", "column"]
 #: The reference of the lift rows: the base student (the base model, adapter off, problem only).
@@ -180,7 +181,7 @@ def gap_table(
         spec = tables[table]
         if spec["kind"] not in SCORE_KINDS:
             continue
-        name = (spec.get("options") or {}).get("published_table", table)
+        name = published_table_id(table, spec)
         names[table] = name
         renamed.append(cells.assign(table=name))
     ours = (

@@ -30,14 +30,15 @@ Rows are named in messages by their 0-based position in the source file (for JSO
 non-blank lines) and by id; a JSON Lines line that is not valid JSON is named by its 1-based line
 number, as an editor shows it.
 
-``load_benchmark(spec)`` and ``load_training_set(spec)`` take a mapping with ``path`` *or*
-``hf_id`` (+ ``revision``, ``split``), ``layout``, and for benchmarks ``expected_size`` (a
-benchmark must come out at exactly that size), optionally ``sha256`` (of a local file, checked
-before it is read), ``min_rows`` (training set), ``id_prefix``, ``name``. ``prepare_dataset`` is
-what the workflow's data rules call. From the command line (a relative ``--path`` is read from
-the working directory):
+``load_benchmark(spec)`` and ``load_training_set(spec)`` take a dataset spec (the schema of
+``dashrepro.data.spec``, which the workflow config's ``dataset:`` entries follow too): ``path``
+and its ``sha256`` (checked before the file is read) *or* ``hf_id`` and ``revision`` (+
+``split``), ``layout``, and for benchmarks ``expected_size`` (a benchmark must come out at
+exactly that size), optionally ``min_rows`` (training set) and ``id_prefix``.
+``prepare_dataset`` is what the workflow's data rules call. From the command line (a relative
+``--path`` is read from the working directory; without ``--sha256`` the error gives the file's):
 
-    python -m dashrepro.data.datasets --path benchmarks/aime2024.jsonl \\
+    python -m dashrepro.data.datasets --path benchmarks/aime2024.jsonl --sha256 <sha256> \\
         --layout local_benchmark --expected-size 30 --out aime2024.parquet
     python -m dashrepro.data.datasets --hf-id siyanzhao/Openthoughts_math_30k_opsd \\
         --revision <commit> --layout opsd_train --training --out train.parquet
@@ -76,6 +77,7 @@ from dashrepro.data.report import (
     DataReport,
     DroppedRow,
 )
+from dashrepro.data.spec import dataset_spec_problems
 from dashrepro.io import sha256_file, write_parquet
 
 # --------------------------------------------------------------------------------------------
@@ -237,69 +239,30 @@ def normalise(
 # Specs
 # --------------------------------------------------------------------------------------------
 
-_SPEC_KEYS = {
-    "path",
-    "hf_id",
-    "revision",
-    "split",
-    "layout",
-    "expected_size",
-    "min_rows",
-    "sha256",
-    "id_prefix",
-    "name",
-    "label",
-    "description",
-}
 
-
-def _check_spec(spec: Mapping, what: str) -> None:
-    if not isinstance(spec, Mapping):
-        raise DataError(f"{what} spec must be a mapping, got {type(spec).__name__}")
-    unknown = sorted(set(spec) - _SPEC_KEYS)
-    if unknown:
-        raise DataError(f"{what} spec has unknown key(s) {unknown}; allowed: {sorted(_SPEC_KEYS)}")
-    if ("path" in spec) == ("hf_id" in spec):
-        raise DataError(f"{what} spec needs exactly one of 'path' or 'hf_id', got {dict(spec)}")
-    if "layout" not in spec:
-        raise DataError(f"{what} spec needs a 'layout' (one of {sorted(LAYOUTS)})")
-    if "hf_id" in spec and not spec.get("revision"):
-        raise DataError(
-            f"{what} spec for Hugging Face dataset {spec['hf_id']!r} needs a pinned 'revision' "
-            "(a commit hash), so that the data cannot change under the run"
-        )
-    if "hf_id" in spec and spec.get("sha256"):
-        raise DataError(
-            f"{what} spec for {spec['hf_id']!r}: 'sha256' checks local files only; "
-            "a hub dataset is pinned by its 'revision'"
-        )
-    for key in ("expected_size", "min_rows"):
-        value = spec.get(key)
-        if value is not None and (
-            isinstance(value, bool) or not isinstance(value, int) or value < 0
-        ):
-            raise DataError(f"{what} spec: {key!r} must be a non-negative integer, got {value!r}")
+def check_dataset_spec(spec: Mapping, what: str) -> None:
+    """Stop with a ``DataError`` naming every way ``spec`` breaks the dataset spec's schema
+    (``dashrepro.data.spec``, the rule the workflow config is checked by too)."""
+    problems = dataset_spec_problems(spec, f"{what} spec")
+    if problems:
+        raise DataError("\n".join(problems))
 
 
 def _load_spec(
-    spec: Mapping, what: str, base_dir: str | Path | None
+    spec: Mapping, what: str, base_dir: str | Path | None, name: str | None
 ) -> tuple[pd.DataFrame, DataReport, str]:
-    _check_spec(spec, what)
+    check_dataset_spec(spec, what)
     layout = get_layout(spec["layout"])
     if "path" in spec:
         path = Path(spec["path"])
         if base_dir is not None and not path.is_absolute():
             path = Path(base_dir) / path
-        expected_hash = spec.get("sha256")
-        if expected_hash:
-            if not path.is_file():
-                raise DataError(f"{path}: no such file")
-            actual = sha256_file(path)
-            if actual.lower() != str(expected_hash).strip().lower():
-                raise DataError(
-                    f"{path}: sha256 mismatch: expected {str(expected_hash).strip().lower()}, "
-                    f"file has {actual}"
-                )
+        if not path.is_file():
+            raise DataError(f"{path}: no such file")
+        expected_hash = str(spec["sha256"]).lower()
+        actual = sha256_file(path)
+        if actual != expected_hash:
+            raise DataError(f"{path}: sha256 mismatch: expected {expected_hash}, file has {actual}")
         raw = load_table(path, layout=layout)
         source = f"file:{path.name}"
         default_prefix = path.name
@@ -312,20 +275,20 @@ def _load_spec(
         default_prefix = hf_id
     prefix = spec.get("id_prefix") or layout.id_prefix or _prefix_from_source(default_prefix)
     frame, report = normalise(raw, layout, source, id_prefix=prefix)
-    name = str(spec.get("name") or source)
-    return frame, report, name
+    return frame, report, name or source
 
 
 def load_benchmark(
-    spec: Mapping, *, base_dir: str | Path | None = None
+    spec: Mapping, *, base_dir: str | Path | None = None, name: str | None = None
 ) -> tuple[pd.DataFrame, DataReport]:
     """Load, verify and clean one benchmark; it must come out at exactly ``expected_size`` rows.
 
-    ``base_dir`` resolves a relative ``path`` (default: the working directory).
+    ``base_dir`` resolves a relative ``path`` (default: the working directory); ``name`` names
+    it in messages (default: its source).
     """
     if isinstance(spec, Mapping) and spec.get("expected_size") is None:
         raise DataError(f"benchmark spec {dict(spec)} needs 'expected_size' (e.g. 30)")
-    frame, report, name = _load_spec(spec, "benchmark", base_dir)
+    frame, report, name = _load_spec(spec, "benchmark", base_dir, name)
     expected = int(spec["expected_size"])
     if len(frame) != expected:
         raise DataError(
@@ -356,7 +319,7 @@ def _with_final_answers(frame: pd.DataFrame, report: DataReport) -> pd.DataFrame
 
 
 def load_training_set(
-    spec: Mapping, *, base_dir: str | Path | None = None
+    spec: Mapping, *, base_dir: str | Path | None = None, name: str | None = None
 ) -> tuple[pd.DataFrame, DataReport]:
     """Load, verify and clean the training set; ``expected_size`` (exact) and ``min_rows`` are
     optional checks on the cleaned size. A hub training set must be pinned to a 40-hex commit:
@@ -369,7 +332,7 @@ def load_training_set(
             "'History', or huggingface_hub.HfApi().dataset_info(id).sha) so the data cannot "
             "change under the run"
         )
-    frame, report, name = _load_spec(spec, "training set", base_dir)
+    frame, report, name = _load_spec(spec, "training set", base_dir, name)
     frame = _with_final_answers(frame, report)
     expected = spec.get("expected_size")
     if expected is not None and len(frame) != int(expected):
@@ -425,13 +388,11 @@ def prepare_dataset(
         report["summary"] = f"{report['source']}: {len(frame)} rows"
         return frame, report
     full = dict(spec)
-    if name is not None:
-        full.setdefault("name", name)
     if training:
-        frame, data_report = load_training_set(full)
+        frame, data_report = load_training_set(full, name=name)
     else:
         full["expected_size"] = expected_size
-        frame, data_report = load_benchmark(full)
+        frame, data_report = load_benchmark(full, name=name)
     report = data_report.to_dict()
     report["summary"] = data_report.summary()
     if "path" in spec:
@@ -483,6 +444,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     spec: dict[str, Any] = {"layout": args.layout}
+    if args.path and args.sha256 is None and Path(args.path).is_file():
+        print(
+            f"error: --path needs --sha256 ({args.path}: {sha256_file(args.path)}), "
+            "the content the dataset is pinned to",
+            file=sys.stderr,
+        )
+        return 1
     if args.path:
         spec["path"] = args.path
     else:

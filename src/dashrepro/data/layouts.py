@@ -26,8 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import pandas as pd
+if TYPE_CHECKING:  # the config's validation imports the layouts while Snakemake parses
+    import pandas as pd
 
 COLUMNS = ("id", "problem", "reference_solution", "answer", "source")
 

@@ -25,7 +25,7 @@ import pandas as pd
 import torch
 
 from dashrepro.data.prompts import TeacherProtocol, render_student_prompt
-from dashrepro.training.views import render_teacher_view
+from dashrepro.data.views import render_teacher_view
 
 
 def sft_target(reference_solution: str, answer: str) -> str:
@@ -50,7 +50,7 @@ def build_sft_examples(
     no_thinking_fraction: float = 0.0,
 ) -> list[tuple[list[int], int]]:
     """(token ids, prompt length) pairs; a ``teacher_fraction`` of rows use a teacher layout,
-    each drawn uniformly from ``teacher_views`` (``training.views.TEACHER_VIEWS``: the layouts
+    each drawn uniformly from ``teacher_views`` (``data.views.TEACHER_VIEWS``: the layouts
     the configured methods' teachers read, so that each of them is a teacher that can read its
     context -- AVSD's three views as well as the protocol's message).
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 
-from dashrepro.run_matrix import BASE_MODEL_KEYS
+from dashrepro.experiment.run_matrix import BASE_MODEL_KEYS
 
 
 def smoke_config(default: dict, experiment: str = "e2e") -> dict:

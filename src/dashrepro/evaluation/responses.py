@@ -124,11 +124,11 @@ def shard_prompts(
 ) -> list[str]:
     """One rendered prompt per problem: the student's (with the evaluation ``instruction``),
     the privileged teacher's (``teacher``: the protocol's message), or the teacher's in another
-    of its views (``teacher:<view>``, a name of ``training.views.TEACHER_VIEWS``, e.g.
+    of its views (``teacher:<view>``, a name of ``data.views.TEACHER_VIEWS``, e.g.
     ``teacher:answer_only``: what AVSD's teacher reads)."""
     if prompt_role == "student":
         return [render_student_prompt(tokenizer, row.problem, instruction) for row in rows]
-    from dashrepro.training.views import TEACHER_VIEWS, render_teacher_view
+    from dashrepro.data.views import TEACHER_VIEWS, render_teacher_view
 
     views = {"teacher": "full", **{f"teacher:{view}": view for view in TEACHER_VIEWS}}
     if prompt_role in views:
@@ -141,7 +141,7 @@ def shard_prompts(
         ]  # fmt: skip
     raise ValueError(
         "prompt_role must be 'student', 'teacher' or 'teacher:<view>' (a view of "
-        f"dashrepro.training.views.TEACHER_VIEWS), got {prompt_role!r}"
+        f"dashrepro.data.views.TEACHER_VIEWS), got {prompt_role!r}"
     )
 
 

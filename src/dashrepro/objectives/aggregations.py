@@ -12,7 +12,7 @@ Not in the paper, so stated here: Soft-OR is named in the paper without a formul
 implemented as the standard soft-OR ``1 - (1 - g_H)(1 - g_r)``; PW-OPSD follows its public code
 (SaFo-Lab/PW-OPSD). Aggregations require each rollout's real tokens to be one contiguous run
 (right or left padding; holes raise ``ValueError``); rollouts with no real token are left out
-of the batch mean. Parameter ranges are the ones ``dashrepro.parameters`` declares.
+of the batch mean. Parameter ranges are the ones ``dashrepro.experiment.parameters`` declares.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from dashrepro.experiment.parameters import AGGREGATION_SPECS
 from dashrepro.objectives.masks import _as_bool_mask, _check_rollout_mask, masked_mean
-from dashrepro.parameters import AGGREGATION_SPECS
 
 # ----------------------------------------------------------------------------------------------
 # Gates, coefficients and horizons (appendix "Aggregation Coefficients and Supervision Horizons")
@@ -311,7 +311,7 @@ def aggregate(
     for key, p in accepted.items():
         if p.default is inspect.Parameter.empty and key not in params:
             raise ValueError(f"aggregation {method!r} requires parameter {key!r}")
-    # The ranges config validation checks before any job starts (dashrepro.parameters).
+    # The ranges config validation checks before any job starts (dashrepro.experiment.parameters).
     for key, value in params.items():
         declared = AGGREGATION_SPECS[method].params[key]
         why = declared.problem(value)

@@ -15,7 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dashrepro.parameters import DIVERGENCES  # the one list of names (config reads it too)
+from dashrepro.experiment.parameters import (
+    DIVERGENCES,
+)  # the one list of names (config reads it too)
 
 _LOG2 = math.log(2.0)
 

@@ -12,7 +12,7 @@ Paper: *DASH: divergence-adaptive supervision horizons* (equation labels are the
 - any of them plus eta times a GRPO term over K rollouts per problem when the method has a
   ``grpo`` entry (appendix ``sec:outcome_optimization``, ``objectives.hybrid_loss``).
 
-``OBJECTIVE_LOSSES`` maps each objective of ``dashrepro.parameters.OBJECTIVES`` to its
+``OBJECTIVE_LOSSES`` maps each objective of ``dashrepro.experiment.parameters.OBJECTIVES`` to its
 function ``f(method, student_logits, view_logits, tokens, mask) -> MicroLoss``; ``view_logits``
 holds one teacher-logit tensor per declared teacher view. A new objective needs an entry in
 ``parameters.OBJECTIVES``, its function here, and its name in ``OBJECTIVE_LOSSES``

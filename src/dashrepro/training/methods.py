@@ -1,13 +1,13 @@
 """Training methods: ``MethodSpec`` (one ``methods.<m>`` entry of ``workflow_config.yaml``) and
 the privileged teacher's views.
 
-A method names a training objective of ``dashrepro.parameters.OBJECTIVES`` (``distill``,
+A method names a training objective of ``dashrepro.experiment.parameters.OBJECTIVES`` (``distill``,
 ``eopd``, ``avsd``); the objective declares its parameters and the *teacher views* it scores,
 each view one reference text the privileged teacher is conditioned on (one forward pass each).
-``teacher_messages`` builds the teacher's user message of each view (``training.views``: the
+``teacher_messages`` builds the teacher's user message of each view (``data.views``: the
 protocol's message around the reference solution for every objective but AVSD, AVSD's own three
 views for AVSD, a baseline of the paper *DASH: divergence-adaptive supervision horizons*). A new
-view needs a function in ``training.views.TEACHER_VIEWS`` and its name in an objective's
+view needs a function in ``data.views.TEACHER_VIEWS`` and its name in an objective's
 ``teacher_views``.
 
     from dashrepro.training.methods import MethodSpec, teacher_messages
@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from dashrepro.parameters import (
+from dashrepro.experiment.parameters import (
     AGGREGATION_SPECS,
     METHOD_TRAINING_KEYS,
     OBJECTIVES,
@@ -99,8 +99,8 @@ def teacher_messages(
     method: MethodSpec, problem: str, reference_solution: str, answer: str, protocol
 ) -> list[str]:
     """The privileged teacher's user messages for ``method``, one per declared view
-    (``training.views.TEACHER_VIEWS``)."""
-    from dashrepro.training.views import TEACHER_VIEWS
+    (``data.views.TEACHER_VIEWS``)."""
+    from dashrepro.data.views import TEACHER_VIEWS
 
     return [
         TEACHER_VIEWS[view](problem, reference_solution, answer, protocol)

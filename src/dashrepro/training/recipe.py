@@ -46,6 +46,7 @@ import torch
 from dashrepro import objectives
 from dashrepro.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from dashrepro.data.prompts import TeacherProtocol
+from dashrepro.experiment.run_matrix import checkpoint_steps
 from dashrepro.hub import source_fingerprint
 from dashrepro.io import (
     atomic_dir,
@@ -53,7 +54,6 @@ from dashrepro.io import (
     read_parquet,
     write_parquet,
 )
-from dashrepro.run_matrix import checkpoint_steps
 from dashrepro.sampling import Sample, derive_seed
 from dashrepro.training import checkpointing
 from dashrepro.training.batching import (

@@ -1,6 +1,6 @@
 """The privileged teacher's contexts: the token ids it is conditioned on before the rollout.
 
-Per rollout and teacher view (``training.views``), the teacher's context is its user turn in the
+Per rollout and teacher view (``data.views``), the teacher's context is its user turn in the
 chat template, encoded and cut to ``max_total_length`` tokens from the right, as the reference
 collators tokenize teacher prompts (``truncation=True, max_length=max_length``, the tokenizer's
 default right side). In ``protocol.teacher_context: reason_first`` the ``full`` view's user turn

@@ -19,7 +19,7 @@ import pandas as pd
 from dashrepro.analysis.registry import OURS
 from dashrepro.analysis.tables._render import cell_ranks, cells_frame, published_cells
 from dashrepro.analysis.tables.method_scores import selection_cells
-from dashrepro.run_matrix import value_name
+from dashrepro.layout import value_name
 
 NEEDS = ("selections",)
 OPTIONS = {"grid": "a list of {eta, group_size, no_agg: method, agg: method}"}

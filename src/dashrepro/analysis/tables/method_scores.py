@@ -23,6 +23,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from dashrepro.analysis.registry import OURS
+from dashrepro.analysis.tables import published_table_id
 from dashrepro.analysis.tables._render import (
     cells_frame,
     published_cells,
@@ -99,7 +100,7 @@ def _external(spec: Mapping, inputs: Mapping, context: Mapping) -> pd.DataFrame 
     from dashrepro.io import read_csv
 
     published = read_csv(inputs["published"][0])
-    table = options.get("published_table", context["id"])
+    table = published_table_id(context["id"], spec)
     labels = {**EXTERNAL_LABELS, **context["method_labels"]}
     cells = published_cells(published, table, labels)
     cells = cells[cells["row"].isin(rows) & cells["scale"].isin(context["scales"])]
@@ -128,7 +129,7 @@ def build(spec: Mapping, inputs: Mapping, context: Mapping) -> pd.DataFrame:
 def from_published(published: pd.DataFrame, spec: Mapping, context: Mapping) -> pd.DataFrame:
     """The same table's cells from the paper's published numbers."""
     labels = {**EXTERNAL_LABELS, **context["method_labels"]}
-    table = (spec.get("options") or {}).get("published_table", context["id"])
+    table = published_table_id(context["id"], spec)
     cells = published_cells(published, table, labels, printed_rank=True)
     return cells.assign(table=context["id"])
 

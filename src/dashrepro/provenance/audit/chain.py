@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from dashrepro.analysis.registry import OURS, SCORE_KINDS
+from dashrepro.analysis.tables import published_table_id
 from dashrepro.io import read_csv, read_json
 from dashrepro.provenance.records import record_path
 
@@ -93,7 +94,7 @@ def cell_chain(
         std=std, source=str(cell["source"]), table_csv=csv,
     )  # fmt: skip
     if chain.source != OURS:
-        published = (params.get("spec") or {}).get("options", {}).get("published_table", table)
+        published = published_table_id(table, params.get("spec") or {})
         chain.copied_from = (
             f"{chain.source}: copied from the published numbers (table {published!r}, "
             f"{record_inputs(record, 'published')[0]['path'] if record_inputs(record, 'published') else 'CSV'})"

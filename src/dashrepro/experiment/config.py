@@ -1,17 +1,18 @@
 """Loading and validating ``workflow_config.yaml`` (and experiment overlays merged over it).
 
-The JSON schema (``config_schema.yaml`` beside this module) checks keys and types; ``check_semantics`` then checks
-what a schema cannot: that the report names methods and scales that exist, that checkpoints divide
-the step budget, that lengths fit their context, and that each method's ``params`` and
-``objective_params`` are exactly the keys its aggregation or objective takes, each within the
-range declared in ``dashrepro.parameters`` (so ``kappa: -5`` or a key that does not apply stops
-the run before any job starts), and that no number is ``.inf`` or ``.nan``. Every error names
+The JSON schema (``config_schema.yaml`` beside this module) checks keys and types;
+``check_semantics`` then checks what a schema cannot: that the report names methods and scales
+that exist, that checkpoints divide the step budget, that lengths fit their context, and that each
+method's ``params`` and ``objective_params`` are exactly the keys its aggregation or objective
+takes, each within the range declared in ``dashrepro.experiment.parameters`` (so ``kappa: -5`` or
+a key that does not apply stops the run before any job starts), and that no number is ``.inf``
+or ``.nan``. Every error names
 the offending key path, the files the configuration was merged from, and the file that set the
 offending value. A file with a key given twice, an empty file and a non-UTF-8 one are errors too
 (``read_config_file``), naming the file.
 
-    python -m dashrepro.config workflow_config.yaml                       # "ok" or the errors
-    python -m dashrepro.config workflow_config.yaml config/experiments/paper.yaml   # an overlay
+    python -m dashrepro.experiment.config workflow_config.yaml   # "ok" or the errors
+    python -m dashrepro.experiment.config workflow_config.yaml config/experiments/paper.yaml
 
 Overlays merge the way Snakemake merges ``--configfile`` files (``snakemake.utils.update_config``:
 nested mappings merge key by key, anything else is replaced).
@@ -27,13 +28,12 @@ import sys
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 
-import jsonschema
 import yaml
 
 from dashrepro.analysis.registry import spec_problems
-from dashrepro.layout import resolve_repo_path
-from dashrepro.parameters import AGGREGATION_SPECS, DIVERGENCES, OBJECTIVES, check_params
-from dashrepro.run_matrix import (
+from dashrepro.data.spec import dataset_spec_schema
+from dashrepro.experiment.parameters import AGGREGATION_SPECS, DIVERGENCES, OBJECTIVES, check_params
+from dashrepro.experiment.run_matrix import (
     GROUPS,
     base_scale,
     expand_config,
@@ -42,6 +42,8 @@ from dashrepro.run_matrix import (
     scale_evaluation,
     spec_scales,
 )
+from dashrepro.layout import resolve_repo_path
+from dashrepro.schema import schema_errors
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 #: The name the validation split (``data.validation``) is evaluated under, beside the benchmarks.
@@ -57,71 +59,22 @@ VLLM_MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 VLLM_DEFAULT_MAX_LORA_RANK = 64
 
 
+def config_schema() -> dict:
+    """The JSON schema of a config: ``config_schema.yaml`` with the dataset spec's schema
+    (``dashrepro.data.spec``) as its ``$defs.dataset``."""
+    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    dataset = dataset_spec_schema()
+    dataset.pop("$schema")
+    schema["$defs"]["dataset"] = dataset
+    return schema
+
+
 class ConfigError(ValueError):
     """An invalid workflow configuration; the message names every offending key."""
 
 
 class DuplicateKeyError(ConfigError):
     """A key given twice in one mapping of a config file."""
-
-
-def _key_path(error: jsonschema.ValidationError) -> str:
-    parts = [str(p) for p in error.absolute_path]
-    return ".".join(parts) if parts else "<top level>"
-
-
-# How much a leaf error of a failed oneOf/anyOf says about what to fix, most telling first: a
-# key that is not allowed (often misspelt), a missing key, a bad value, then structural ones.
-_TELLING = ("additionalProperties", "required", "enum", "const", "pattern", "minimum", "maximum")
-
-
-def _leaves(error: jsonschema.ValidationError) -> list[jsonschema.ValidationError]:
-    if not error.context:
-        return [error]
-    return [leaf for sub in error.context for leaf in _leaves(sub)]
-
-
-def _most_specific(error: jsonschema.ValidationError) -> jsonschema.ValidationError:
-    """For a ``oneOf``/``anyOf`` failure, the sub-error that says what to fix.
-
-    jsonschema reports "is not valid under any of the given schemas" and keeps each branch's
-    reasons in ``error.context``. Of the leaf reasons, the deepest and most telling one wins (a
-    misspelt key over "is not of type 'null'" from the branch for a null value).
-    """
-    leaves = _leaves(error)
-    if len(leaves) == 1:
-        return leaves[0]
-
-    def rank(leaf):
-        telling = _TELLING.index(leaf.validator) if leaf.validator in _TELLING else len(_TELLING)
-        return (-len(leaf.absolute_path), telling)
-
-    return min(leaves, key=rank)
-
-
-def _describe(error: jsonschema.ValidationError) -> str:
-    """``key.path: message``; a key that is not allowed is named in the path itself."""
-    path = _key_path(error)
-    if error.validator == "additionalProperties" and isinstance(error.instance, Mapping):
-        allowed = set(error.schema.get("properties", {}))
-        extra = sorted(str(k) for k in error.instance if k not in allowed)
-        if extra and allowed:
-            prefix = "" if path == "<top level>" else f"{path}."
-            keys = ", ".join(f"{prefix}{k}" for k in extra)
-            return f"{keys}: {error.message}; allowed keys here: {sorted(allowed)}"
-    return f"{path}: {error.message}"
-
-
-def schema_errors(config: Mapping, schema: Mapping) -> list[str]:
-    validator = jsonschema.Draft202012Validator(schema)
-    messages = []
-    for error in sorted(validator.iter_errors(config), key=lambda e: list(map(str, e.path))):
-        specific = _most_specific(error)
-        message = _describe(specific)
-        if specific is not error:
-            message += f" ({_key_path(error)} must match one of its allowed forms)"
-        messages.append(message)
-    return messages
 
 
 def _method_problems(name: str, method: Mapping, config: Mapping) -> list[str]:
@@ -432,7 +385,7 @@ def validate_config(
     ``sources`` are those files' own contents as (name, mapping), so each problem can say which
     file set the offending value.
     """
-    schema = yaml.safe_load(SCHEMA_PATH.read_text())
+    schema = config_schema()
     # Before expansion: the key paths are then those of the files, so _origin finds the file.
     non_finite = _non_finite(config)
     try:

@@ -4,11 +4,11 @@ The jobs follow from the config the way the workflow's input functions derive th
 figure needs, per its kind's input sets (``analysis.registry``), the training runs of its
 (method, scale) pairs (``run_matrix``), every checkpoint's generation and grading, each run's
 selection, or the base model's evaluation (``all_tables`` and ``all`` evaluate it at every
-reported scale). Data preparation (a few CPU jobs) is not counted. GPU-hours come from ``costs`` per scale in the
-config (the paper's appendix gives the training times: 45 min x 8 GPUs at 1.7B, 2.3 h x 8 at 4B,
+reported scale). Data preparation (a few CPU jobs) is not counted. GPU-hours come from
+``costs`` per scale in the config (the paper's appendix gives the training times: 45 min x 8 GPUs at 1.7B, 2.3 h x 8 at 4B,
 15 h x 4 at 8B; the evaluation costs are estimates to be replaced by measured ones).
 
-    python -m dashrepro.plan workflow_config.yaml config/experiments/paper.yaml
+    python -m dashrepro.experiment.plan workflow_config.yaml config/experiments/paper.yaml
     snakemake --configfile=config/experiments/paper.yaml plan   # results/paper/plan.md
 
 Torch-free.
@@ -21,7 +21,13 @@ from collections import Counter
 from collections.abc import Mapping
 
 from dashrepro.analysis.registry import kind_needs
-from dashrepro.run_matrix import GROUPS, base_scale, checkpoint_steps, run_matrix, spec_scales
+from dashrepro.experiment.run_matrix import (
+    GROUPS,
+    base_scale,
+    checkpoint_steps,
+    run_matrix,
+    spec_scales,
+)
 
 #: Input sets that need each checkpoint evaluated (generation + grading), and selection.
 EVALUATED = {"selections", "summaries", "samples"}
@@ -107,7 +113,7 @@ def plan_markdown(config: Mapping) -> str:
 
 
 def main() -> None:
-    from dashrepro.config import load_config
+    from dashrepro.experiment.config import load_config
 
     files = sys.argv[1:] or ["workflow_config.yaml"]
     print(plan_markdown(load_config(files[0], *files[1:])))

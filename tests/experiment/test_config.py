@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from dashrepro.config import ConfigError, load_config, validate_config
+from dashrepro.experiment.config import ConfigError, load_config, validate_config
 
 
 def test_default_config_is_valid(repo_root):
@@ -175,7 +175,7 @@ def test_lengths_that_cannot_fit_are_stopped(default_config, change, key):
 def test_every_declared_parameter_is_an_aggregation_argument():
     """The registry config validation reads is the one ``objectives.aggregate`` takes."""
     from dashrepro import objectives
-    from dashrepro.parameters import AGGREGATION_SPECS
+    from dashrepro.experiment.parameters import AGGREGATION_SPECS
 
     assert set(AGGREGATION_SPECS) == set(objectives.AGGREGATIONS)
     for name, declared in AGGREGATION_SPECS.items():
@@ -243,7 +243,12 @@ def test_cli_validates_an_overlay_merged_over_the_base(repo_root, tmp_path):
 
     overlay = tmp_path / "exp.yaml"
     overlay.write_text("evaluation:\n  temperature: -1.0\n")
-    cli = [sys.executable, "-m", "dashrepro.config", str(repo_root / "workflow_config.yaml")]
+    cli = [
+        sys.executable,
+        "-m",
+        "dashrepro.experiment.config",
+        str(repo_root / "workflow_config.yaml"),
+    ]
     ok = subprocess.run([*cli, str(repo_root / "config/experiments/paper.yaml")],
                         capture_output=True, text=True)  # fmt: skip
     assert ok.returncode == 0 and ok.stdout.strip() == "ok", ok.stderr
@@ -256,7 +261,7 @@ def test_cli_validates_an_overlay_merged_over_the_base(repo_root, tmp_path):
 def test_the_paper_overlay_runs_the_papers_149_runs(repo_root):
     """The paper's protocol, once: 149 training runs (the one count a test pins; the DAG tests
     count from the config, so an added method or table changes no other test)."""
-    from dashrepro.run_matrix import run_matrix
+    from dashrepro.experiment.run_matrix import run_matrix
 
     config = load_config(
         repo_root / "workflow_config.yaml", repo_root / "config/experiments/paper.yaml"
@@ -274,7 +279,7 @@ def test_the_paper_overlay_runs_the_papers_149_runs(repo_root):
 
 
 def test_a_method_grid_expands_to_named_points_with_labels():
-    from dashrepro.run_matrix import expand_methods
+    from dashrepro.experiment.run_matrix import expand_methods
 
     config = {
         "methods": {"fixed_lambda_0p5": {"label": "kept", "aggregation": "fixed_lambda",
@@ -299,7 +304,7 @@ def test_a_method_grid_expands_to_named_points_with_labels():
 
 
 def test_a_derived_scale_takes_its_base_scales_keys_and_base_model(default_config_file):
-    from dashrepro.run_matrix import base_scale, expand_config, scale_evaluation
+    from dashrepro.experiment.run_matrix import base_scale, expand_config, scale_evaluation
 
     config = expand_config(json.loads(json.dumps(default_config_file)))
     tiny, ablation = config["scales"]["tiny"], config["scales"]["tiny_ablation"]
@@ -362,7 +367,7 @@ def test_an_output_left_at_an_embedded_scale_under_the_paper_experiment_is_named
 
 
 def test_a_runs_group_naming_an_unknown_method_is_an_error(repo_root):
-    from dashrepro.config import read_config_file
+    from dashrepro.experiment.config import read_config_file
 
     config = read_config_file(repo_root / "workflow_config.yaml")
     config["runs"] = [{"methods": ["dash_k3"], "scales": ["tiny"], "seeds": [0]}]
@@ -415,7 +420,7 @@ def test_the_validation_split_is_checked(default_config_file):
     ],
 )
 def test_a_vllm_backend_needs_a_head_size_vllm_supports(repo_root, mutate, named_by):
-    from dashrepro.config import read_config_file
+    from dashrepro.experiment.config import read_config_file
 
     config = read_config_file(repo_root / "workflow_config.yaml")
     assert config["scales"]["tiny"]["architecture"]["head_dim"] == 32
@@ -431,7 +436,7 @@ def test_a_vllm_backend_needs_a_head_size_vllm_supports(repo_root, mutate, named
 
 
 def test_vllm_backend_problems_name_the_keys_of_the_jobs_about_to_run(default_config):
-    from dashrepro.config import vllm_backend_problems
+    from dashrepro.experiment.config import vllm_backend_problems
 
     config = copy.deepcopy(default_config)
     assert vllm_backend_problems(config, {"generate_checkpoint_responses"}, "py") == []
@@ -457,10 +462,10 @@ def test_a_methods_training_keys_are_declared_once(repo_root):
 
     import yaml
 
-    from dashrepro.parameters import METHOD_TRAINING_KEYS
+    from dashrepro.experiment.parameters import METHOD_TRAINING_KEYS
     from dashrepro.training.methods import MethodSpec
 
-    schema = yaml.safe_load((repo_root / "src/dashrepro/config_schema.yaml").read_text())
+    schema = yaml.safe_load((repo_root / "src/dashrepro/experiment/config_schema.yaml").read_text())
     entry = schema["properties"]["methods"]["additionalProperties"]["properties"]
     assert set(entry) == {*METHOD_TRAINING_KEYS, "label"}
     assert {f.name for f in dataclasses.fields(MethodSpec)} == {*METHOD_TRAINING_KEYS, "name"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dashrepro.config import (
+from dashrepro.experiment.config import (
     ConfigError,
     DuplicateKeyError,
     load_config,
@@ -61,7 +61,7 @@ def test_a_merge_key_override_is_not_a_duplicate(tmp_path):
 
 
 def test_the_cli_rejects_a_duplicate_key_in_an_overlay(repo_root, tmp_path, monkeypatch):
-    """``python -m dashrepro.config base overlay``, in-process (its exit message is the error)."""
+    """``python -m dashrepro.experiment.config base overlay``, in-process (its exit message is the error)."""
     overlay = _write(tmp_path, "exp.yaml", "evaluation:\n  seed: 1\n\nevaluation:\n  seed: 2\n")
     monkeypatch.setattr(
         sys, "argv", ["config", str(repo_root / "workflow_config.yaml"), str(overlay)]

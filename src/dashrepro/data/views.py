@@ -1,7 +1,7 @@
 """The privileged teacher's views: each one user message the teacher is conditioned on.
 
 ``TEACHER_VIEWS`` maps a view name (the ``teacher_views`` an objective of
-``dashrepro.parameters.OBJECTIVES`` declares) to ``f(problem, solution, answer, protocol) ->
+``dashrepro.experiment.parameters.OBJECTIVES`` declares) to ``f(problem, solution, answer, protocol) ->
 user message``:
 
 - ``full``: the configured protocol's teacher message (``data.prompts.TeacherProtocol``) around
@@ -12,7 +12,7 @@ user message``:
   sentences) after its last ``\\boxed{...}`` is cut, with a notice that it is incomplete; and
   "Verified final answer: <answer>" -- each in AVSD's own multi-view message, not the protocol.
 
-    from dashrepro.training.views import TEACHER_VIEWS
+    from dashrepro.data.views import TEACHER_VIEWS
     TEACHER_VIEWS["partial_solution"](problem, solution, answer, protocol)
 """
 

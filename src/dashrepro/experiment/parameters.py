@@ -2,12 +2,12 @@
 ranges, what each aggregation reads besides r_t, and each objective's teacher views.
 
 One declaration serves both places that need it: ``objectives`` checks a call's parameters
-against it, and config validation (``dashrepro.config``) checks every method's ``params`` and
-``objective_params`` against it before Snakemake starts any job -- so ``kappa: -5`` stops
+against it, and config validation (``dashrepro.experiment.config``) checks every method's
+``params`` and ``objective_params`` against it before Snakemake starts any job -- so ``kappa: -5`` stops
 ``snakemake -n`` naming the key and the allowed range instead of killing a training job.
 Torch-free, so that Snakemake's parse of the workflow imports no model library.
 
-    from dashrepro.parameters import AGGREGATION_SPECS, check_params
+    from dashrepro.experiment.parameters import AGGREGATION_SPECS, check_params
     check_params(AGGREGATION_SPECS["dash"].params, {"kappa": -5.0}, where="methods.dash.params")
     # -> ["methods.dash.params.kappa: -5.0 is out of range (kappa >= 0)"]
 """
@@ -124,7 +124,7 @@ class Objective:
     """A training objective: its parameters, the teacher views it scores, what it is.
 
     ``teacher_views`` name the reference texts the privileged teacher is conditioned on, each a
-    forward pass (``dashrepro.training.views``): ``full`` (the protocol's message around the
+    forward pass (``dashrepro.data.views``): ``full`` (the protocol's message around the
     reference solution), and AVSD's ``full_solution``, ``partial_solution`` and ``answer_only``
     in AVSD's own message. Only ``distill``
     uses an aggregation; the others have their own per-token loss and take ``aggregation: opsd``

@@ -20,7 +20,7 @@ pair a table or figure reports on that no group declares runs with the global ``
 
 Torch-free: Snakemake imports this while it parses the workflow.
 
-    from dashrepro.run_matrix import expand_config, run_matrix
+    from dashrepro.experiment.run_matrix import expand_config, run_matrix
     expand_config(config)             # in place; raises ValueError naming a bad key
     run_matrix(config)[("dash", "qwen3_1p7b")]   # [0, 1, 2, 3]
 """
@@ -31,6 +31,8 @@ import copy
 import itertools
 from collections.abc import Mapping
 
+from dashrepro.layout import value_name
+
 #: The config's output groups: entries that each name a kind, their scales and their methods.
 GROUPS = ("tables", "figures")
 
@@ -39,13 +41,6 @@ def checkpoint_steps(train: Mapping) -> list[int]:
     """The steps at which a scale's run saves a checkpoint: every ``checkpoint_every`` steps."""
     every = train["checkpoint_every"]
     return list(range(every, train["steps"] + 1, every))
-
-
-def value_name(value) -> str:
-    """A grid value as it appears in a method name: ``0.3`` -> ``0p3``, ``True`` -> ``true``."""
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value).replace(".", "p").replace("-", "m")
 
 
 def _fill(template: str, values: Mapping[str, object], name_form: bool) -> str:
