@@ -45,7 +45,9 @@ sys.path.insert(0, str(REPO / "src"))
 from dashrepro.analysis import statistics as st  # noqa: E402
 from dashrepro.analysis import statistics_report as sr  # noqa: E402
 from dashrepro.experiment.config import load_config  # noqa: E402
+from dashrepro.experiment.workflow import Experiment  # noqa: E402
 from dashrepro.io import read_parquet  # noqa: E402
+from dashrepro.layout import Results  # noqa: E402
 
 OVERLAY = "config/experiments/tiny_scalar_kernels.yaml"
 PATHS = {"pinned AVX2": [], "scalar + MKL compatible": [OVERLAY]}
@@ -53,9 +55,9 @@ TABLE = "main_results"
 
 
 def targets(config: dict) -> list[str]:
-    results = f"results/{config['experiment']}"
+    layout = Results(config["experiment"])
     scale = config["tables"][TABLE]["scale"]
-    return [f"{results}/tables/{TABLE}.csv", f"{results}/eval/base/{scale}/accuracy.json"]
+    return [layout.table(TABLE, "csv"), f"{layout.base_eval(scale)}/accuracy.json"]
 
 
 def run(overlays: list[str], cores: int) -> None:
@@ -78,12 +80,13 @@ def mean_interval(samples, benchmarks, confidence: float) -> tuple[float, float,
 
 def read_path(overlays: list[str]) -> dict:
     config = load_config(REPO / "workflow_config.yaml", *overlays)
-    results = REPO / "results" / config["experiment"]
+    experiment = Experiment(config)
+    layout = experiment.layout
     spec = config["tables"][TABLE]
     scale = spec["scale"]
     benchmarks = list(config["benchmarks"])
     confidence = config["statistics"]["confidence"]
-    base = results / "eval" / "base" / scale
+    base = REPO / layout.base_eval(scale)
     teacher_benchmarks = json.loads((base / "accuracy.json").read_text())["teacher_benchmarks"]
     teacher = read_parquet(base / "teacher_samples.parquet")
     out = {
@@ -93,19 +96,19 @@ def read_path(overlays: list[str]) -> dict:
         "teacher": mean_interval(teacher[teacher["prompt_role"] == "teacher"],
                                  teacher_benchmarks, confidence),
         "model_sha256": hashlib.sha256(
-            (results / "base_model" / scale / "model.safetensors").read_bytes()
+            (REPO / experiment.base_model_dir(scale) / "model.safetensors").read_bytes()
         ).hexdigest(),
     }  # fmt: skip
-    timing = results / "benchmarks" / "sft_base_model" / f"{scale}.tsv"
+    timing = REPO / layout.job_timing("sft_base_model", scale)
     with timing.open() as handle:
         out["sft_seconds"] = float(next(csv.DictReader(handle, delimiter="\t"))["s"])
 
     def per_problem_of(method, at_scale):
-        runs = results / "eval" / method / at_scale
+        keys = experiment.result_keys("samples", [at_scale], [method])
         return st.checkpoint_problem_accuracy({
-            (int(path.parts[-3][4:]), int(path.parts[-2][4:])): read_parquet(
-                path, columns=["benchmark", "problem_id", "correct"])
-            for path in sorted(runs.glob("seed*/step*/samples.parquet"))
+            (seed, step): read_parquet(REPO / experiment.result_file("samples", key),
+                                       columns=["benchmark", "problem_id", "correct"])
+            for key in keys for _, _, seed, step in [key]
         })  # fmt: skip
 
     settings = config["statistics"]
@@ -196,7 +199,7 @@ def pinning_cost(steps: int, threads: int) -> str:
     import os
 
     config = load_config(REPO / "workflow_config.yaml")
-    results = REPO / "results" / config["experiment"]
+    layout = Results(config["experiment"])
     settings = {
         "unpinned": {},
         "pinned (default)": config.get("cpu_kernels") or {},
@@ -206,7 +209,8 @@ def pinning_cost(steps: int, threads: int) -> str:
     }
     code = SFT_CHILD.format(
         src=str(REPO / "src"), threads=threads, config=str(REPO / "workflow_config.yaml"),
-        tokenizer=str(results / "tokenizer"), train=str(results / "data" / "train.parquet"),
+        tokenizer=str((REPO / layout.tokenizer()).parent),
+        train=str(REPO / layout.data("train.parquet")),
         steps=steps,
     )  # fmt: skip
     rows = {}

@@ -12,7 +12,7 @@ rule download_model:
     log:
         "resources/logs/download_model/{repo}/{revision}.log",
     benchmark:
-        "resources/benchmarks/download_model/{repo}/{revision}.tsv"
+        "resources/job_timings/download_model/{repo}/{revision}.tsv"
     conda:
         "../envs/cpu.yaml"
     params:

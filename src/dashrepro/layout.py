@@ -93,7 +93,8 @@ class Results:
         return f"{self.root}/logs/{rule}{'/' + key if key else ''}.log"
 
     def job_timing(self, rule: str, key: str | None = None) -> str:
-        return f"{self.root}/benchmarks/{rule}{'/' + key if key else ''}.tsv"
+        """A job's wall time and memory (what Snakemake's ``benchmark:`` directive writes)."""
+        return f"{self.root}/job_timings/{rule}{'/' + key if key else ''}.tsv"
 
 
 def value_name(value) -> str:
