@@ -255,10 +255,6 @@ class Experiment:
             for seed in seeds
         ]
 
-    def checkpoint_files(self, method: str, scale: str, seed) -> list[str]:
-        """The adapter files of every checkpoint of one run (the train rule's outputs)."""
-        return [self.layout.adapter(method, scale, seed, t) for t in self.steps(scale)]
-
     def checkpoint_eval_files(self, method: str, scale: str, seed, name: str) -> list[str]:
         """One evaluation file (summary.json, samples.parquet) of every checkpoint of one run."""
         return [
