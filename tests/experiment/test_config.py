@@ -315,8 +315,14 @@ def test_a_derived_scale_takes_its_base_scales_keys_and_base_model(default_confi
     assert ablation["train"] == {**tiny["train"], **own["train"]}  # merged key by key
     assert ablation["train"]["steps"] != tiny["train"]["steps"]
     assert base_scale(config, "tiny_ablation") == "tiny" == base_scale(config, "tiny")
-    assert scale_evaluation(config, "tiny") == config["evaluation"]
-    # Its own `evaluation` keys replace the experiment's (the default's ablation sets none).
+    # A scale's own `evaluation` keys replace the experiment's: the default's main schedule
+    # samples more per checkpoint, and its ablation, derived from it, sets the base model's back.
+    assert scale_evaluation(config, "tiny") == {**config["evaluation"], **tiny["evaluation"]}
+    assert (
+        scale_evaluation(config, "tiny")["samples_per_problem"]
+        != config["evaluation"]["samples_per_problem"]
+    )
+    assert scale_evaluation(config, "tiny_ablation") == config["evaluation"]
     config["scales"]["tiny_ablation"]["evaluation"] = {"samples_per_problem": 2}
     assert scale_evaluation(config, "tiny_ablation") == {
         **config["evaluation"],

@@ -79,10 +79,18 @@ def test_no_two_distinct_methods_write_the_same_samples():
 
 
 def test_every_run_moved_away_from_the_base_model():
+    # The ablation schedule is evaluated as the base model is (same samples per problem, same
+    # seeds), so its samples compare text for text; the main schedule samples more per problem
+    # (other seeds), so it shows its move in its lift over the base student instead.
     changes = pd.read_csv(RESULTS / "statistics" / "sample_changes.csv")
-    comparable = changes[changes["comparable"]]
-    assert len(comparable) == len(changes), "every run is compared with the base student"
-    assert (comparable["differs_from_base"] > 0).all(), comparable.nsmallest(3, "differs_from_base")
+    ablation = changes[changes["scale"] == "tiny_ablation"]
+    assert len(ablation) >= 20 and ablation["comparable"].all(), ablation
+    assert (ablation["differs_from_base"] > 0).all(), ablation.nsmallest(3, "differs_from_base")
+    main = changes[changes["scale"] == "tiny"]
+    assert not main["comparable"].any(), "the main schedule's Avg@8 has no base samples to match"
+    lift = main_table_rows("base_lift.csv")
+    assert set(lift["row"]) == set(main["method"]), lift["row"]
+    assert (lift["ci_low"] > 0).all(), lift[["row", "difference", "ci_low", "ci_high"]]
 
 
 def base_accuracy() -> dict:
@@ -108,8 +116,9 @@ def test_opsd_lifts_the_student_beyond_noise():
 
 @pytest.mark.xfail(
     strict=True,
-    reason="known: at 50 problems per stand-in the intervals of AVSD and DASH against OPSD are "
-    "+/-3.3 to 4.4 points wide (two machines): more problems would narrow them, at more time",
+    reason="known: at 50 problems per stand-in and Avg@8 the interval of DASH against OPSD is "
+    "+/-3.09 points wide on one machine (the others +/-2.67-2.75): more problems or samples would "
+    "narrow it, at more time",
 )
 def test_every_method_is_told_apart_from_opsd_within_three_points():
     paired = main_table_rows("paired_differences.csv")

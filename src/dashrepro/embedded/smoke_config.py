@@ -24,6 +24,7 @@ def smoke_config(default: dict, experiment: str = "e2e") -> dict:
     scale["sft"]["steps"] = 10
     scale["train"].update(steps=4, checkpoint_every=2, micro_batch_size=4, max_new_tokens=40)
     config["evaluation"].update(samples_per_problem=2, max_new_tokens=40)
+    scale.pop("evaluation", None)  # the main schedule's own sample count: the smoke run's above
     # The ablation schedule: its base model is tiny's (an expanded copy of tiny's base-model keys
     # would contradict the smaller SFT above), two steps on micro-batches that hold the GRPO
     # grid's largest group (K = 8), one sample per problem.
