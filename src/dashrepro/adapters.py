@@ -1,11 +1,13 @@
-"""A saved PEFT adapter folder: its file names, a check that names the damaged file, loading.
+"""A saved PEFT adapter folder: its file names, saving it byte-stable, a check that names the
+damaged file, loading.
 
 Evaluation and the vLLM sampler read the trainer's ``checkpoint-N`` folders
 (``adapter_config.json`` + ``adapter_model.safetensors``). ``check_adapter_files`` opens both
 before peft or vLLM do, so a missing, truncated or non-PEFT file fails with an
 ``AdapterFileError`` naming it instead of deep inside a library with a message naming no file.
 
-    from dashrepro.adapters import load_adapter
+    from dashrepro.adapters import load_adapter, save_adapter
+    save_adapter(peft_model, "results/.../checkpoint-40")
     policy = load_adapter(base_model, "results/.../checkpoint-40")
 """
 
@@ -50,6 +52,28 @@ def check_adapter_files(adapter_dir: str | os.PathLike) -> None:
         raise AdapterFileError(
             f"{weights_path}: damaged or truncated safetensors file ({type(exc).__name__}: {exc})"
         ) from None
+
+
+def save_adapter(model, folder: str | os.PathLike, **kwargs) -> None:
+    """``model.save_pretrained(folder, **kwargs)`` with every adapter config's set-valued
+    fields (``target_modules``) written sorted.
+
+    peft writes a set field as ``list(the_set)``, in the order of the process's string hashes
+    (``PYTHONHASHSEED``), so the same adapter's ``adapter_config.json`` would differ in bytes
+    from one run to the next; sorted, the folder's bytes are fixed by its weights and settings.
+    """
+    from dashrepro.io import write_text
+
+    model.save_pretrained(str(folder), **kwargs)
+    for name in kwargs.get("selected_adapters") or list(model.peft_config):
+        fields = [k for k, v in model.peft_config[name].to_dict().items() if isinstance(v, set)]
+        # peft writes the "default" adapter at the top of the folder and any other under its name.
+        path = Path(folder) / ("" if name == "default" else name) / ADAPTER_CONFIG
+        config = json.loads(path.read_text(encoding="utf-8"))
+        for field in fields:
+            if isinstance(config.get(field), list):
+                config[field] = sorted(config[field])
+        write_text(path, json.dumps(config, indent=2, sort_keys=True))  # peft's own layout
 
 
 def load_adapter(model, adapter_dir: str | os.PathLike):

@@ -93,6 +93,7 @@ from dashrepro.adapters import (
     ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
     AdapterFileError,
+    save_adapter,
 )
 from dashrepro.io import atomic_dir, sha256_file
 from dashrepro.training.fingerprint import config_diff, config_fingerprint, normalised_config
@@ -230,7 +231,7 @@ def save_training_state(
         "versions": _library_versions(),
     }
     with atomic_dir(ckpt_dir) as tmp:
-        model.save_pretrained(str(tmp), selected_adapters=[adapter_name])
+        save_adapter(model, tmp, selected_adapters=[adapter_name])
         _torch_save_checked(optimizer.state_dict(), tmp / OPTIMIZER_FILE)
         _torch_save_checked(scheduler.state_dict(), tmp / SCHEDULER_FILE)
         _torch_save_checked(rng_state, tmp / RNG_FILE)

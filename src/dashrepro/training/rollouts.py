@@ -28,6 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from dashrepro.adapters import save_adapter
 from dashrepro.data.prompts import render_student_prompt
 from dashrepro.grading import reward_exact_match
 from dashrepro.sampling import SamplingSettings
@@ -100,7 +101,7 @@ class RolloutSampler:
         # vLLM serves the adapter from disk: write the current one, sync, sample, then sleep so
         # that training gets the GPU memory back (level 1 keeps the weights in CPU memory).
         folder = self.adapter_dir / f"rank{self.rank}"
-        model.save_pretrained(str(folder))
+        save_adapter(model, folder)
         self._wake_up()
         self.sampler.sync_adapter(folder)
         samples = self.sampler.sample(prompts, settings, seed, adapter_dir=folder)
