@@ -34,9 +34,10 @@ class FakeEngine:
 
 
 class FakePolicy:
-    """A model whose ``save_pretrained`` writes its current version."""
+    """A model whose ``save_pretrained`` writes its current version (no adapter config)."""
 
     version = 0
+    peft_config: dict = {}
 
     def save_pretrained(self, folder):
         from pathlib import Path
