@@ -189,7 +189,9 @@ def train_settings(args, shape: str, *, deepspeed: bool) -> tuple[dict, dict, di
     spec = SHAPES[shape]
     train = dict(scale["train"])
     steps = spec["deepspeed_steps"] if deepspeed else spec["steps"]
-    train.update(steps=steps, checkpoint_every=steps, num_processes=1,
+    # A checkpoint after every step: a stage cut by its time limit still leaves its newest one
+    # for ``evaluate`` (an H200 lease once ran 2 of 3 OPSD steps in the stage's 300 s).
+    train.update(steps=steps, checkpoint_every=1, num_processes=1,
                  max_new_tokens=spec["max_new_tokens"], grad_accumulation=spec["grad_accumulation"],
                  rollout_backend=rollout_backend(args.backend))  # fmt: skip
     train.pop("state_every_minutes", None)
@@ -413,7 +415,7 @@ def evaluate(args, shape: str, checkpoint: str) -> dict:
         adapter_dir=checkpoint,
         benchmark_files={name: parquet},
         generation=generation,
-        checkpoint=f"opsd/{shape}/seed0/step{SHAPES[shape]['steps']}",
+        checkpoint=f"opsd/{shape}/seed0/step{checkpoint_step(Path(checkpoint))}",
     )
     wall = time.perf_counter() - t0
     samples, summary = grade_and_summarize(responses, [name], generation)
@@ -421,7 +423,8 @@ def evaluate(args, shape: str, checkpoint: str) -> dict:
     seconds = float(responses.attrs.get("generation_seconds", wall))
     samples.to_parquet(Path(args.out) / f"samples_{shape}.parquet")
     return {
-        "backend": generation["backend"], "benchmark": name, "responses": len(responses),
+        "backend": generation["backend"], "checkpoint": checkpoint, "benchmark": name,
+        "responses": len(responses),
         "columns": list(samples.columns), "tokens": tokens,
         "generation_seconds": round(seconds, 1),
         "tokens_per_second": None if not tokens else round(tokens / seconds, 1),
@@ -432,13 +435,18 @@ def evaluate(args, shape: str, checkpoint: str) -> dict:
     }  # fmt: skip
 
 
+def checkpoint_step(folder: Path) -> int:
+    return int(folder.name.removeprefix("checkpoint-"))
+
+
 def stage_evaluate(args) -> dict:
-    checkpoint = (
-        Path(args.out) / f"run_opsd_{args.shape}" / f"checkpoint-{SHAPES[args.shape]['steps']}"
-    )
-    if not checkpoint.exists():
-        raise RuntimeError(f"no checkpoint at {checkpoint}: stage train_opsd did not finish")
-    return evaluate(args, args.shape, str(checkpoint))
+    """The newest checkpoint that stage ``train_opsd`` saved, evaluated (its last step's, unless
+    the stage was cut short)."""
+    run_dir = Path(args.out) / f"run_opsd_{args.shape}"
+    saved = [p for p in run_dir.glob("checkpoint-*") if (p / "adapter_config.json").exists()]
+    if not saved:
+        raise RuntimeError(f"no checkpoint in {run_dir}: stage train_opsd saved none")
+    return evaluate(args, args.shape, str(max(saved, key=checkpoint_step)))
 
 
 RUNNERS = {

@@ -48,6 +48,9 @@ def test_gpu_proof_runs_every_stage_at_the_small_shape(tmp_path):
     # The evaluation writes and grades records as the rules do: 2 problems x 3 samples.
     evaluation = summary["evaluate"]
     assert evaluation["responses"] == 6 and evaluation["finish_reasons"] == {"length": 6}
+    # It read the newest of the checkpoints train_opsd saved after each step.
+    assert evaluation["checkpoint"] == summary["train_opsd"]["checkpoint"]
+    assert (Path(summary["train_opsd"]["checkpoint"]).parent / "checkpoint-1").exists()
     assert {"correct", "extracted", "grading_path", "n_tokens"} <= set(evaluation["columns"])
     assert evaluation["tokens"] == 6 * 16
     assert [r["path"] for r in summary["objectives"]["T128"]["results"]] == ["naive", "chunked"]
