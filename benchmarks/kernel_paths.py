@@ -1,16 +1,20 @@
 """Does the embedded default's science survive a change of floating-point kernels?
 
 Two machines of one kind can round differently (ATen and MKL choose kernels by instruction
-set), and the bits of the base model then differ from the first SFT step. This script runs the
-embedded default's main table and base-model accuracies twice on one machine -- with the
-default's pinned AVX2 kernels, and with ``config/experiments/tiny_scalar_kernels.yaml``'s scalar
-ATen kernels and MKL's compatible branch (a second machine, emulated) -- and compares them:
+set). The default's base model is the same bits everywhere (the shipped warm start,
+``dashrepro.embedded.warm_start``), but the training and sampling after it round differently from
+the first step. This script runs the embedded default's main table and base-model accuracies
+twice on one machine -- with the default's pinned AVX2 kernels, and with
+``config/experiments/tiny_scalar_kernels.yaml``'s scalar ATen kernels and MKL's compatible branch
+(a second machine, emulated) -- and compares them:
 
 - the base student and the privileged teacher (mean Avg@k with a 95 % interval clustered by
   problem): within ``--tolerance`` points of each other (default 3);
 - every main-table cell (value and the statistics rule's 95 % interval, which resamples
   problems and seeds and redoes the checkpoint selection): do the two intervals overlap?
-- the base models' sha256 (bitwise equal or not) and the SFT's seconds on each path.
+- the base models' sha256 (bitwise equal or not) and the SFT's seconds on each path (a few
+  seconds where the rule copied the shipped warm start; with ``sft.reuse_shipped: false`` in an
+  overlay both paths train it, and then the base model's bits differ).
 
     python benchmarks/kernel_paths.py                 # runs what is missing (2 cores), compares
     python benchmarks/kernel_paths.py --no-run        # compares the results that exist
@@ -22,8 +26,8 @@ process per setting -- unpinned, the default's pins, the scalar path -- with the
 and whether its weights equal the unpinned ones bit for bit.
 
 Prints a Markdown report; ``--out`` also writes it. Exit status 1 if a check fails. A
-measurement, not a test: it trains and evaluates the main table twice (about 30-40 minutes on
-2 cores, most of it the scalar path), so time it with nothing else running.
+measurement, not a test: it trains and evaluates the main table twice (most of the time is the
+scalar path's), so time it with nothing else running.
 """
 
 from __future__ import annotations

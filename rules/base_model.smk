@@ -23,8 +23,11 @@ rule download_model:
         "scripts/download_model.py"
 
 
+# Or reuses the warm start shipped with the package, where its recipe is this run's
+# (dashrepro.embedded.warm_start; the log says which, and why not).
 rule sft_base_model:
     input:
+        unpack(get_shipped_warm_start),
         train=LAYOUT.data("train.parquet"),
         tokenizer=LAYOUT.tokenizer(),
     output:

@@ -1,4 +1,5 @@
-"""Rule sft_base_model: build the tiny Qwen3 model and warm-start it by SFT."""
+"""Rule sft_base_model: build the tiny Qwen3 model and warm-start it by SFT, or reuse the shipped
+warm start when the run asks for exactly its recipe (dashrepro.embedded.warm_start)."""
 
 from pathlib import Path
 
@@ -8,25 +9,20 @@ from _bootstrap import run, setup
 def main(snakemake) -> None:
     log = setup(snakemake)
     import pandas as pd
+    import torch
 
     from dashrepro.data.prompts import TeacherProtocol
+    from dashrepro.embedded import warm_start
     from dashrepro.embedded.sft import build_sft_examples, run_sft
     from dashrepro.embedded.tiny_model import build_tiny_qwen3, count_parameters
-    from dashrepro.io import atomic_dir, load_tokenizer, read_parquet, write_parquet
+    from dashrepro.io import atomic_dir, load_tokenizer, read_parquet, write_json, write_parquet
+    from dashrepro.numerics import kernel_record
 
     sft = snakemake.params.sft
     architecture = snakemake.params.architecture
     tokenizer_dir = Path(snakemake.input.tokenizer).parent
     tokenizer = load_tokenizer(tokenizer_dir)
     protocol = TeacherProtocol.from_config(snakemake.params.protocol)
-    model = build_tiny_qwen3(
-        architecture,
-        len(tokenizer),
-        tokenizer.pad_token_id,
-        tokenizer.eos_token_id,
-        sft["seed"],
-    )
-    log.info("tiny Qwen3: %d parameters", count_parameters(model))
     frame = read_parquet(snakemake.input.train)
     examples = build_sft_examples(
         frame,
@@ -37,12 +33,42 @@ def main(snakemake) -> None:
         teacher_views=tuple(snakemake.params.teacher_views),
         no_thinking_fraction=sft.get("no_thinking_fraction", 0.0),
     )
-    history = run_sft(model, examples, sft, sft["seed"], log=log.info)
+    special = {"pad": tokenizer.pad_token_id, "eos": tokenizer.eos_token_id}
+    recipe = warm_start.make_recipe(architecture, sft, examples, special)
     out_dir = Path(snakemake.output.weights).parent
+
+    if sft.get("reuse_shipped", False):
+        differ = warm_start.shipped_differences(recipe)
+        if not differ:
+            with atomic_dir(out_dir) as tmp:
+                digest = warm_start.copy_shipped(tmp)
+                tokenizer.save_pretrained(str(tmp))
+                shipped = warm_start.SHIPPED / warm_start.RECIPE
+                write_json(tmp / warm_start.RECIPE, {"reused": str(shipped), "recipe": recipe})
+            log.info(
+                "reused the shipped warm start (model sha256 %s): its recipe is this run's", digest
+            )
+            return
+        log.info(
+            "training the warm start: the shipped one was made from another recipe (%s differ)",
+            ", ".join(differ),
+        )
+
+    model = build_tiny_qwen3(
+        architecture,
+        len(tokenizer),
+        tokenizer.pad_token_id,
+        tokenizer.eos_token_id,
+        sft["seed"],
+    )
+    log.info("tiny Qwen3: %d parameters", count_parameters(model))
+    history = run_sft(model, examples, sft, sft["seed"], log=log.info)
     with atomic_dir(out_dir) as tmp:
         model.save_pretrained(str(tmp))  # safetensors
         tokenizer.save_pretrained(str(tmp))
         write_parquet(tmp / "sft_history.parquet", pd.DataFrame(history))
+        made_with = {"torch": torch.__version__, **kernel_record()}
+        write_json(tmp / warm_start.RECIPE, {"recipe": recipe, "made_with": made_with})
 
 
 if __name__ == "__main__":

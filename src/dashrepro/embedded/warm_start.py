@@ -1,0 +1,128 @@
+"""The embedded default's shipped warm start: its SFT'd base model, committed with its recipe.
+
+The warm-start SFT (``embedded/sft.py``) is where the embedded default depends most on the
+machine. CPUs that pick different floating-point kernels start it from initial weights that
+already differ in their last bits (``torch.nn.init.normal_`` is vectorised per instruction set;
+about a third of the tiny model's weights differ between the AVX2 and the scalar path), and 800
+AdamW steps at a high learning rate grow that into another model (``benchmarks/kernel_paths.py``
+measured a base student of 33.00 on one path and 27.67 on the other). Training in float64 does not
+help: transformers computes Qwen3's RMSNorm and rotary tables in float32 whatever the model's
+dtype, and the two paths are as far apart after 100 steps as in float32.
+
+So the default's base model ships with the repository, as a released model's pinned commit does
+at the paper's scales: ``warm_start/`` holds the weights, the SFT's loss history and
+``recipe.json``. Rule ``sft_base_model`` reuses them byte for byte (``sft.reuse_shipped``) when a
+run asks for the recipe they were made from: the same architecture and SFT settings, the same
+SFT examples (the sha256 of their token ids, so the training set, tokenizer, protocol and
+teacher views as rendered) and the same SFT code. Any other recipe trains, as before, and the
+log names what differs.
+
+    python -m dashrepro.embedded.warm_start results/tiny/base_model/tiny   # ship a trained one
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from dashrepro.io import atomic_dir, read_json, sha256_file, write_json
+
+#: The committed warm start of the embedded default (package data).
+SHIPPED = Path(__file__).with_name("warm_start")
+#: The recipe, in a shipped folder and beside a trained model.
+RECIPE = "recipe.json"
+#: What a warm start is: these files of the model folder (the tokenizer is the run's own).
+FILES = ("config.json", "generation_config.json", "model.safetensors", "sft_history.parquet")
+#: The code that turns the examples into weights: a change to it makes a new recipe.
+CODE = ("sft.py", "tiny_model.py")
+#: Keys of ``sft`` that choose how the base model is obtained, not what it is.
+NOT_RECIPE = ("reuse_shipped",)
+
+
+def examples_sha256(examples: Sequence[tuple[Sequence[int], int]]) -> str:
+    """The SFT examples' identity: their token ids and prompt lengths, in order."""
+    canonical = json.dumps([[list(map(int, ids)), int(n)] for ids, n in examples])
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def make_recipe(
+    architecture: Mapping,
+    sft: Mapping,
+    examples: Sequence[tuple[Sequence[int], int]],
+    special_tokens: Mapping[str, int],
+) -> dict:
+    """What decides the warm start's weights, as JSON-comparable values."""
+    here = Path(__file__).parent
+    return {
+        "architecture": dict(sorted(architecture.items())),
+        "sft": {k: v for k, v in sorted(sft.items()) if k not in NOT_RECIPE},
+        "examples_sha256": examples_sha256(examples),
+        "n_examples": len(examples),
+        "special_tokens": dict(sorted(special_tokens.items())),
+        "code_sha256": {name: sha256_file(here / name) for name in CODE},
+    }
+
+
+def recipe_differences(wanted: Mapping, shipped: Mapping, prefix: str = "") -> list[str]:
+    """The dotted keys whose values differ between two recipes (either side missing counts)."""
+    differ = []
+    for key in sorted(set(wanted) | set(shipped)):
+        mine, theirs = wanted.get(key), shipped.get(key)
+        if isinstance(mine, Mapping) and isinstance(theirs, Mapping):
+            differ += recipe_differences(mine, theirs, f"{prefix}{key}.")
+        elif mine != theirs:
+            differ.append(f"{prefix}{key}")
+    return differ
+
+
+def shipped_differences(wanted: Mapping, folder: Path = SHIPPED) -> list[str]:
+    """Why the warm start in ``folder`` is not the one ``wanted`` describes (empty: it is)."""
+    if not (folder / RECIPE).is_file():
+        return [f"no {RECIPE} in {folder}"]
+    return recipe_differences(wanted, read_json(folder / RECIPE)["recipe"])
+
+
+def copy_shipped(destination: Path, folder: Path = SHIPPED) -> str:
+    """Copy the warm start's files into ``destination``; return its weights' sha256, after
+    checking it against the one its recipe recorded (a damaged copy stops here, named)."""
+    record = read_json(folder / RECIPE)
+    for name in FILES:
+        shutil.copyfile(folder / name, destination / name)
+    digest = sha256_file(destination / "model.safetensors")
+    if digest != record["model_sha256"]:
+        raise ValueError(
+            f"{folder / 'model.safetensors'}: sha256 {digest}, but {folder / RECIPE} records "
+            f"{record['model_sha256']}; restore the file from the repository"
+        )
+    return digest
+
+
+def ship(model_dir: Path, folder: Path = SHIPPED) -> dict:
+    """Make a trained model folder (rule ``sft_base_model``'s output, with its ``recipe.json``)
+    the shipped warm start; returns the new record."""
+    made = read_json(model_dir / RECIPE)
+    if "made_with" not in made:
+        raise ValueError(f"{model_dir / RECIPE}: not a trained warm start (it reused one)")
+    record = {**made, "model_sha256": sha256_file(model_dir / "model.safetensors")}
+    with atomic_dir(folder) as tmp:
+        for name in FILES:
+            shutil.copyfile(model_dir / name, tmp / name)
+        write_json(tmp / RECIPE, record)
+    return record
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Ship a trained warm start with the package.")
+    parser.add_argument("model_dir", type=Path, help="e.g. results/tiny/base_model/tiny")
+    args = parser.parse_args(argv)
+    record = ship(args.model_dir)
+    print(f"shipped {args.model_dir} as {SHIPPED} (model sha256 {record['model_sha256']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,129 @@
+"""The shipped warm start: reused byte for byte when its recipe is the run's, trained otherwise.
+
+The first test is the one that keeps the shipped weights honest: it makes the default's training
+set and tokenizer with the real rules (in a copy of the repository), computes the recipe the SFT
+rule would ask for, and requires it to be the shipped one -- so a change to the default's data,
+SFT settings, architecture, prompts or SFT code fails here, naming the keys, until a warm start
+of the new recipe is trained and shipped (README, "Same numbers on another machine").
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from dashrepro.embedded import warm_start
+from dashrepro.io import read_json, sha256_file
+
+SFT_OUTPUT = "results/tiny/base_model/tiny/model.safetensors"
+
+
+def _snakemake(workdir: Path, *targets: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "snakemake", "--cores", "2", *targets]
+    return subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=1200)
+
+
+def _default_recipe(workdir: Path) -> dict:
+    """The recipe rule sft_base_model computes for the default, from the files the rules made."""
+    from dashrepro.data.prompts import TeacherProtocol
+    from dashrepro.embedded.sft import build_sft_examples
+    from dashrepro.experiment.config import load_config
+    from dashrepro.experiment.run_matrix import expand_config
+    from dashrepro.experiment.workflow import Experiment
+    from dashrepro.io import load_tokenizer, read_parquet
+
+    config = expand_config(load_config(workdir / "workflow_config.yaml"))
+    scale = config["scales"]["tiny"]
+    tokenizer = load_tokenizer(workdir / "results/tiny/tokenizer")
+    examples = build_sft_examples(
+        read_parquet(workdir / "results/tiny/data/train.parquet"),
+        tokenizer,
+        TeacherProtocol.from_config(config["protocol"]),
+        scale["sft"]["teacher_fraction"],
+        scale["sft"]["seed"],
+        teacher_views=tuple(Experiment(config).teacher_views),
+        no_thinking_fraction=scale["sft"].get("no_thinking_fraction", 0.0),
+    )
+    special = {"pad": tokenizer.pad_token_id, "eos": tokenizer.eos_token_id}
+    return warm_start.make_recipe(scale["architecture"], scale["sft"], examples, special)
+
+
+@pytest.mark.slow
+def test_the_default_reuses_the_shipped_warm_start_byte_for_byte(repo_root, tmp_path):
+    from conftest import copy_tracked_files
+
+    workdir = copy_tracked_files(repo_root, tmp_path / "repo")
+    made = _snakemake(
+        workdir, "results/tiny/data/train.parquet", "results/tiny/tokenizer/tokenizer.json"
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+
+    differ = warm_start.shipped_differences(_default_recipe(workdir))
+    assert not differ, (
+        f"the shipped warm start was made from another recipe ({', '.join(differ)} differ): "
+        "train the default's (snakemake --config ... with sft.reuse_shipped false, or an empty "
+        "results/) and ship it: python -m dashrepro.embedded.warm_start results/tiny/base_model/tiny"
+    )
+
+    done = _snakemake(workdir, SFT_OUTPUT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    shipped = read_json(warm_start.SHIPPED / warm_start.RECIPE)
+    assert sha256_file(workdir / SFT_OUTPUT) == shipped["model_sha256"]
+    log = (workdir / "results/tiny/logs/sft_base_model/tiny.log").read_text()
+    assert "reused the shipped warm start" in log
+    record = read_json(workdir / "results/tiny/base_model/tiny" / warm_start.RECIPE)
+    assert record["reused"].endswith("warm_start/recipe.json") and "made_with" not in record
+    # The shipped files are the rule's inputs: their sha256 are in its provenance record.
+    provenance = read_json(workdir / f"{SFT_OUTPUT}.provenance.json")
+    assert provenance["inputs"]["shipped_model"][0]["sha256"] == shipped["model_sha256"]
+
+
+def test_a_recipe_differs_by_its_dotted_keys_and_not_by_how_it_is_obtained():
+    examples = [([1, 2, 3], 1), ([4, 5], 1)]
+    base = warm_start.make_recipe(
+        {"hidden_size": 8}, {"steps": 10, "lr": 0.1}, examples, {"pad": 0}
+    )
+    same = warm_start.make_recipe(
+        {"hidden_size": 8}, {"lr": 0.1, "steps": 10, "reuse_shipped": True}, examples, {"pad": 0}
+    )
+    assert warm_start.recipe_differences(same, base) == []
+    other = warm_start.make_recipe(
+        {"hidden_size": 8}, {"steps": 11, "lr": 0.1}, [([1, 2, 3], 2), ([4, 5], 1)], {"pad": 0}
+    )
+    assert warm_start.recipe_differences(other, base) == ["examples_sha256", "sft.steps"]
+    assert warm_start.recipe_differences({**base, "extra": 1}, base) == ["extra"]
+
+
+def test_a_damaged_shipped_model_stops_the_copy_naming_the_file(tmp_path):
+    folder = tmp_path / "shipped"
+    shutil.copytree(warm_start.SHIPPED, folder)
+    weights = folder / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-1] ^= 1
+    weights.write_bytes(bytes(data))
+    (tmp_path / "out").mkdir()
+    with pytest.raises(ValueError, match="model.safetensors: sha256 .* records"):
+        warm_start.copy_shipped(tmp_path / "out", folder)
+
+
+def test_only_a_trained_warm_start_can_be_shipped(tmp_path):
+    trained = tmp_path / "trained"
+    trained.mkdir()
+    for name in warm_start.FILES:
+        shutil.copyfile(warm_start.SHIPPED / name, trained / name)
+    made = {"recipe": {"sft": {"steps": 1}}, "made_with": {"torch": "x"}}
+    (trained / warm_start.RECIPE).write_text(json.dumps(made))
+    record = warm_start.ship(trained, tmp_path / "shipped")
+    assert record["model_sha256"] == sha256_file(warm_start.SHIPPED / "model.safetensors")
+    assert warm_start.shipped_differences({"sft": {"steps": 1}}, tmp_path / "shipped") == []
+    assert warm_start.shipped_differences({"sft": {"steps": 2}}, tmp_path / "shipped") == [
+        "sft.steps"
+    ]
+    (trained / warm_start.RECIPE).write_text(json.dumps({"reused": "x", "recipe": {}}))
+    with pytest.raises(ValueError, match="not a trained warm start"):
+        warm_start.ship(trained, tmp_path / "again")
