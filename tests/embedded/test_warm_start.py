@@ -10,6 +10,7 @@ of the new recipe is trained and shipped (README, "Same numbers on another machi
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -81,6 +82,15 @@ def test_the_default_reuses_the_shipped_warm_start_byte_for_byte(repo_root, tmp_
     # The shipped files are the rule's inputs: their sha256 are in its provenance record.
     provenance = read_json(workdir / f"{SFT_OUTPUT}.provenance.json")
     assert provenance["inputs"]["shipped_model"][0]["sha256"] == shipped["model_sha256"]
+    # The README's ship command refuses a folder that only copied the shipped warm start.
+    ship = subprocess.run(
+        [sys.executable, "-m", "dashrepro.embedded.warm_start", "results/tiny/base_model/tiny"],
+        cwd=workdir,
+        env={**os.environ, "PYTHONPATH": str(workdir / "src")},
+        capture_output=True,
+        text=True,
+    )
+    assert ship.returncode != 0 and "not a trained warm start" in ship.stderr, ship.stderr
 
 
 def test_a_recipe_differs_by_its_dotted_keys_and_not_by_how_it_is_obtained():
