@@ -23,11 +23,12 @@ rule download_model:
         "scripts/download_model.py"
 
 
-# Or reuses the warm start shipped with the package, where its recipe is this run's
-# (dashrepro.embedded.warm_start; the log says which, and why not).
+# Or copies the warm start shipped with the package, where its recipe is this run's
+# (dashrepro.embedded.warm_start; the log says which, and why not). The shipped files are not
+# inputs: their paths from the working directory change when a run's folder moves, and their
+# sha256 are in the model folder's recipe.json instead.
 rule sft_base_model:
     input:
-        unpack(get_shipped_warm_start),
         train=LAYOUT.data("train.parquet"),
         tokenizer=LAYOUT.tokenizer(),
     output:

@@ -14,7 +14,6 @@ from dashrepro.experiment.config import (  # noqa: E402
 )
 from dashrepro.experiment.plan import plan_markdown  # noqa: E402
 from dashrepro.experiment.workflow import Experiment  # noqa: E402
-from dashrepro.embedded import warm_start  # noqa: E402
 from dashrepro.hub import SNAPSHOT_RECORD, model_id_of  # noqa: E402
 from dashrepro.layout import checkpoint_key, run_key  # noqa: E402
 from snakemake_interface_executor_plugins.settings import ExecMode  # noqa: E402
@@ -100,17 +99,6 @@ def get_model_revision_key(wildcards):
 
 def get_base_model_inputs(wildcards):
     return EXPERIMENT.base_model_inputs(wildcards.scale)
-
-
-def get_shipped_warm_start(wildcards):
-    """The shipped warm start's files, where the scale may reuse it (rule sft_base_model)."""
-    if not config["scales"][wildcards.scale]["sft"].get("reuse_shipped", False):
-        return {}
-    names = (*warm_start.FILES, warm_start.RECIPE)
-    return {
-        f"shipped_{Path(name).stem}": os.path.relpath(warm_start.SHIPPED / name)
-        for name in names
-    }
 
 
 def get_base_model(wildcards):

@@ -43,8 +43,12 @@ def main(snakemake) -> None:
             with atomic_dir(out_dir) as tmp:
                 digest = warm_start.copy_shipped(tmp)
                 tokenizer.save_pretrained(str(tmp))
-                shipped = warm_start.SHIPPED / warm_start.RECIPE
-                write_json(tmp / warm_start.RECIPE, {"reused": str(shipped), "recipe": recipe})
+                reused = {
+                    "reused": "dashrepro.embedded.warm_start",
+                    "shipped_sha256": warm_start.shipped_hashes(),
+                    "recipe": recipe,
+                }
+                write_json(tmp / warm_start.RECIPE, reused)
             log.info(
                 "reused the shipped warm start (model sha256 %s): its recipe is this run's", digest
             )

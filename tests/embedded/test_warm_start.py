@@ -77,11 +77,11 @@ def test_the_default_reuses_the_shipped_warm_start_byte_for_byte(repo_root, tmp_
     assert sha256_file(workdir / SFT_OUTPUT) == shipped["model_sha256"]
     log = (workdir / "results/tiny/logs/sft_base_model/tiny.log").read_text()
     assert "reused the shipped warm start" in log
+    # The model folder records what it copied: the shipped files' sha256, and no machine.
     record = read_json(workdir / "results/tiny/base_model/tiny" / warm_start.RECIPE)
-    assert record["reused"].endswith("warm_start/recipe.json") and "made_with" not in record
-    # The shipped files are the rule's inputs: their sha256 are in its provenance record.
-    provenance = read_json(workdir / f"{SFT_OUTPUT}.provenance.json")
-    assert provenance["inputs"]["shipped_model"][0]["sha256"] == shipped["model_sha256"]
+    assert record["reused"] == "dashrepro.embedded.warm_start" and "made_with" not in record
+    assert record["shipped_sha256"]["model.safetensors"] == shipped["model_sha256"]
+    assert record["shipped_sha256"] == warm_start.shipped_hashes()
     # The README's ship command refuses a folder that only copied the shipped warm start.
     ship = subprocess.run(
         [sys.executable, "-m", "dashrepro.embedded.warm_start", "results/tiny/base_model/tiny"],

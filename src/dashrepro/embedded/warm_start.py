@@ -86,6 +86,11 @@ def shipped_differences(wanted: Mapping, folder: Path = SHIPPED) -> list[str]:
     return recipe_differences(wanted, read_json(folder / RECIPE)["recipe"])
 
 
+def shipped_hashes(folder: Path = SHIPPED) -> dict[str, str]:
+    """The sha256 of each shipped file: what a model folder that reused them records."""
+    return {name: sha256_file(folder / name) for name in (*FILES, RECIPE)}
+
+
 def copy_shipped(destination: Path, folder: Path = SHIPPED) -> str:
     """Copy the warm start's files into ``destination``; return its weights' sha256, after
     checking it against the one its recipe recorded (a damaged copy stops here, named)."""
