@@ -4,7 +4,7 @@ The first test is the one that keeps the shipped weights honest: it makes the de
 set and tokenizer with the real rules (in a copy of the repository), computes the recipe the SFT
 rule would ask for, and requires it to be the shipped one -- so a change to the default's data,
 SFT settings, architecture, prompts or SFT code fails here, naming the keys, until a warm start
-of the new recipe is trained and shipped (README, "Same numbers on another machine").
+of the new recipe is trained and shipped (README, "Which digits hold on another machine").
 """
 
 from __future__ import annotations
@@ -67,8 +67,8 @@ def test_the_default_reuses_the_shipped_warm_start_byte_for_byte(repo_root, tmp_
     differ = warm_start.shipped_differences(_default_recipe(workdir))
     assert not differ, (
         f"the shipped warm start was made from another recipe ({', '.join(differ)} differ): "
-        "train the default's (snakemake --config ... with sft.reuse_shipped false, or an empty "
-        "results/) and ship it: python -m dashrepro.embedded.warm_start results/tiny/base_model/tiny"
+        "run the default (its SFT trains, since the recipe is new) and ship the result: "
+        "python -m dashrepro.embedded.warm_start results/tiny/base_model/tiny"
     )
 
     done = _snakemake(workdir, SFT_OUTPUT)

@@ -7,7 +7,7 @@ about a third of the tiny model's weights differ between the AVX2 and the scalar
 AdamW steps at a high learning rate grow that into another model (``benchmarks/kernel_paths.py``
 measured a base student of 33.00 on one path and 27.67 on the other). Training in float64 does not
 help: transformers computes Qwen3's RMSNorm and rotary tables in float32 whatever the model's
-dtype, and the two paths are as far apart after 100 steps as in float32.
+dtype, and after 100 steps the two paths are no closer than in float32.
 
 So the default's base model ships with the repository, as a released model's pinned commit does
 at the paper's scales: ``warm_start/`` holds the weights, the SFT's loss history and
