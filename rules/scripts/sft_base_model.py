@@ -9,14 +9,12 @@ from _bootstrap import run, setup
 def main(snakemake) -> None:
     log = setup(snakemake)
     import pandas as pd
-    import torch
 
     from dashrepro.data.prompts import TeacherProtocol
     from dashrepro.embedded import warm_start
-    from dashrepro.embedded.sft import build_sft_examples, run_sft
+    from dashrepro.embedded.sft import run_sft
     from dashrepro.embedded.tiny_model import build_tiny_qwen3, count_parameters
-    from dashrepro.io import atomic_dir, load_tokenizer, read_parquet, write_json, write_parquet
-    from dashrepro.numerics import kernel_record
+    from dashrepro.io import atomic_dir, load_tokenizer, read_parquet, write_parquet
 
     sft = snakemake.params.sft
     architecture = snakemake.params.architecture
@@ -24,14 +22,8 @@ def main(snakemake) -> None:
     tokenizer = load_tokenizer(tokenizer_dir)
     protocol = TeacherProtocol.from_config(snakemake.params.protocol)
     frame = read_parquet(snakemake.input.train)
-    examples = build_sft_examples(
-        frame,
-        tokenizer,
-        protocol,
-        sft["teacher_fraction"],
-        sft["seed"],
-        teacher_views=tuple(snakemake.params.teacher_views),
-        no_thinking_fraction=sft.get("no_thinking_fraction", 0.0),
+    examples = warm_start.sft_examples_for(
+        frame, tokenizer, protocol, sft, snakemake.params.teacher_views
     )
     special = {"pad": tokenizer.pad_token_id, "eos": tokenizer.eos_token_id}
     recipe = warm_start.make_recipe(architecture, sft, examples, special)
@@ -41,14 +33,8 @@ def main(snakemake) -> None:
         differ = warm_start.shipped_differences(recipe)
         if not differ:
             with atomic_dir(out_dir) as tmp:
-                digest = warm_start.copy_shipped(tmp)
+                digest = warm_start.reuse_shipped(tmp, recipe)
                 tokenizer.save_pretrained(str(tmp))
-                reused = {
-                    "reused": "dashrepro.embedded.warm_start",
-                    "shipped_sha256": warm_start.shipped_hashes(),
-                    "recipe": recipe,
-                }
-                write_json(tmp / warm_start.RECIPE, reused)
             log.info(
                 "reused the shipped warm start (model sha256 %s): its recipe is this run's", digest
             )
@@ -71,8 +57,7 @@ def main(snakemake) -> None:
         model.save_pretrained(str(tmp))  # safetensors
         tokenizer.save_pretrained(str(tmp))
         write_parquet(tmp / "sft_history.parquet", pd.DataFrame(history))
-        made_with = {"torch": torch.__version__, **kernel_record()}
-        write_json(tmp / warm_start.RECIPE, {"recipe": recipe, "made_with": made_with})
+        warm_start.write_trained_record(tmp, recipe)
 
 
 if __name__ == "__main__":

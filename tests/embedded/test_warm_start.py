@@ -32,7 +32,6 @@ def _snakemake(workdir: Path, *targets: str) -> subprocess.CompletedProcess:
 def _default_recipe(workdir: Path) -> dict:
     """The recipe rule sft_base_model computes for the default, from the files the rules made."""
     from dashrepro.data.prompts import TeacherProtocol
-    from dashrepro.embedded.sft import build_sft_examples
     from dashrepro.experiment.config import load_config
     from dashrepro.experiment.run_matrix import expand_config
     from dashrepro.experiment.workflow import Experiment
@@ -41,14 +40,12 @@ def _default_recipe(workdir: Path) -> dict:
     config = expand_config(load_config(workdir / "workflow_config.yaml"))
     scale = config["scales"]["tiny"]
     tokenizer = load_tokenizer(workdir / "results/tiny/tokenizer")
-    examples = build_sft_examples(
+    examples = warm_start.sft_examples_for(
         read_parquet(workdir / "results/tiny/data/train.parquet"),
         tokenizer,
         TeacherProtocol.from_config(config["protocol"]),
-        scale["sft"]["teacher_fraction"],
-        scale["sft"]["seed"],
-        teacher_views=tuple(Experiment(config).teacher_views),
-        no_thinking_fraction=scale["sft"].get("no_thinking_fraction", 0.0),
+        scale["sft"],
+        Experiment(config).teacher_views,
     )
     special = {"pad": tokenizer.pad_token_id, "eos": tokenizer.eos_token_id}
     return warm_start.make_recipe(scale["architecture"], scale["sft"], examples, special)

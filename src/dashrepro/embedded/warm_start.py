@@ -49,6 +49,23 @@ def examples_sha256(examples: Sequence[tuple[Sequence[int], int]]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()
 
 
+def sft_examples_for(frame, tokenizer, protocol, sft: Mapping, teacher_views: Sequence[str]):
+    """The SFT examples of a scale's ``sft`` settings (``embedded.sft.build_sft_examples``):
+    what rule ``sft_base_model`` trains on, and whose sha256 the recipe records. Here, not in
+    ``sft.py``, whose own sha256 is part of the recipe."""
+    from dashrepro.embedded.sft import build_sft_examples
+
+    return build_sft_examples(
+        frame,
+        tokenizer,
+        protocol,
+        sft["teacher_fraction"],
+        sft["seed"],
+        teacher_views=tuple(teacher_views),
+        no_thinking_fraction=sft.get("no_thinking_fraction", 0.0),
+    )
+
+
 def make_recipe(
     architecture: Mapping,
     sft: Mapping,
@@ -89,6 +106,31 @@ def shipped_differences(wanted: Mapping, folder: Path = SHIPPED) -> list[str]:
 def shipped_hashes(folder: Path = SHIPPED) -> dict[str, str]:
     """The sha256 of each shipped file: what a model folder that reused them records."""
     return {name: sha256_file(folder / name) for name in (*FILES, RECIPE)}
+
+
+def reuse_shipped(destination: Path, recipe: Mapping, folder: Path = SHIPPED) -> str:
+    """Fill a model folder with the shipped warm start and the record of what it copied (the
+    shipped files' sha256 and the run's recipe; no machine: nothing was computed here);
+    return the weights' sha256."""
+    digest = copy_shipped(destination, folder)
+    reused = {
+        "reused": "dashrepro.embedded.warm_start",
+        "shipped_sha256": shipped_hashes(folder),
+        "recipe": recipe,
+    }
+    write_json(destination / RECIPE, reused)
+    return digest
+
+
+def write_trained_record(destination: Path, recipe: Mapping) -> None:
+    """The record beside a warm start trained here: its recipe, and the torch and kernels
+    that made it (``ship`` accepts only such a folder)."""
+    import torch
+
+    from dashrepro.numerics import kernel_record
+
+    made_with = {"torch": torch.__version__, **kernel_record()}
+    write_json(destination / RECIPE, {"recipe": recipe, "made_with": made_with})
 
 
 def copy_shipped(destination: Path, folder: Path = SHIPPED) -> str:
