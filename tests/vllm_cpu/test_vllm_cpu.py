@@ -24,8 +24,9 @@ import pytest
 REPO_ROOT = Path(__file__).resolve().parents[2]
 VLLM_VENV = REPO_ROOT / ".venv-vllm"
 CASES = sorted((REPO_ROOT / "tests" / "vllm_cpu").glob("vllm_*_cases.py"))
-#: The cases take ~5 minutes on 2 cores (eight engine starts of ~20 s), and the DAG case
-#: (vllm_dag_cases.py: two small runs of the workflow, one with ~11 engines) ~8 more; a hang
+#: The cases take ~5 minutes on 2 cores (eight engine starts of ~20 s), the samplers'
+#: goodness of fit (vllm_distribution_cases.py) ~4 more, the DAG case (vllm_dag_cases.py: one
+#: small run of the workflow with ~11 engines, and an accuracy comparison) ~10 more; a hang
 #: ends here.
 CASES_TIMEOUT_S = 1800
 

@@ -600,3 +600,32 @@ def test_the_fault_probe_names_every_fault_snakemake_lets_through(finished_run, 
     ):
         path = workdir / "results/e2e" / name
         assert read_json(record_path(path))["output_sha256"] == sha256_path(path)
+
+
+def test_job_seconds_counts_the_current_dag_only(finished_run, repo_root):
+    """benchmarks/job_seconds.py: one row per rule of the DAG, every job timed, and a stale
+    timing file (a job the DAG no longer has) left out of the sums."""
+    workdir, _ = finished_run
+    timings = workdir / "results" / "e2e" / "job_timings"
+    stale = timings / "train_lora" / "no_such_method" / "tiny" / "seed0.tsv"
+    stale.parent.mkdir(parents=True)
+    stale.write_text("s\th:m:s\n100000.0\t27:46:40\n")
+    command = [sys.executable, str(repo_root / "benchmarks/job_seconds.py"),
+               "--directory", str(workdir), "--configfile", str(workdir / "config.yaml")]  # fmt: skip
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    finally:
+        stale.unlink()
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = {
+        line.split(" | ")[0].strip("| "): line.strip("|").split("|")
+        for line in done.stdout.splitlines()
+        if line.startswith("| ") and not line.startswith("| rule")
+    }
+    files = [p for p in timings.rglob("*.tsv")]
+    total = rows.pop("total")
+    assert int(total[1]) == len(files) and int(total[4]) == 0, done.stdout
+    assert {"grade_checkpoint", "table"} <= set(rows), done.stdout
+    assert any(rule.startswith("train_lora") for rule in rows), done.stdout
+    sums = sum(float(r[2]) for r in rows.values())
+    assert abs(sums - float(total[2])) <= len(rows) and float(total[2]) < 100000, done.stdout
