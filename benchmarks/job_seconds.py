@@ -24,6 +24,8 @@ import sys
 from collections import defaultdict
 from pathlib import Path
 
+from dashrepro.numerics import cpu_model
+
 REPO = Path(__file__).resolve().parents[1]
 JOB = re.compile(r"^\s*(?:local)?rule (\S+):$")  # grouped jobs are indented
 BENCHMARK = re.compile(r"^\s+benchmark: (\S+)$")
@@ -60,16 +62,6 @@ def by_rule(jobs: list[tuple[str, str]], root: Path) -> dict[str, dict[str, floa
         else:
             row["s"] += seconds
     return dict(table)
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def main(argv=None) -> int:
