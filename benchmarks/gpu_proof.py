@@ -52,12 +52,14 @@ cannot hold every stage takes ``--stages`` and ``--deadline-s``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -72,11 +74,15 @@ SHAPES = {
             "max_position_embeddings": 40960, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
             "tie_word_embeddings": True,
         },
-        "steps": 3, "deepspeed_steps": 2, "max_new_tokens": 1024, "lora_rank": None,
+        "steps": 3, "max_new_tokens": 1024, "lora_rank": None,
+        # ZeRO-2's kill and resume is about the optimizer's state, not the rollouts: short ones
+        # let its three runs (uninterrupted, killed after step 2, resumed) fit beside the rest.
+        "deepspeed_steps": 3, "deepspeed_max_new_tokens": 128, "profile_tokens": 64,
         # The paper's 2 runs the rollout, teacher and student phases twice per step (one HF
         # generate call per micro-batch): 1 keeps the stages inside a 15-minute device lease.
         "grad_accumulation": 1,
-        "eval_problems": 4, "eval_samples": 12, "eval_max_new_tokens": 1024,
+        # 512 tokens: the evaluation shares the lease with the training stages beside it.
+        "eval_problems": 4, "eval_samples": 12, "eval_max_new_tokens": 512,
         "objective_lengths": [1024, 4096], "objective_hidden": 2048,
     },
     "tiny": {
@@ -86,7 +92,8 @@ SHAPES = {
             "max_position_embeddings": 4096, "rope_theta": 1000000.0, "rms_norm_eps": 1e-6,
             "tie_word_embeddings": True,
         },
-        "steps": 2, "deepspeed_steps": 1, "max_new_tokens": 16, "lora_rank": 8,
+        "steps": 2, "max_new_tokens": 16, "lora_rank": 8,
+        "deepspeed_steps": 2, "deepspeed_max_new_tokens": 16, "profile_tokens": 8,
         "grad_accumulation": 2,
         "eval_problems": 2, "eval_samples": 3, "eval_max_new_tokens": 16,
         "objective_lengths": [128], "objective_hidden": 64,
@@ -108,13 +115,13 @@ WHEELS = [
 ]  # fmt: skip
 DEEPSPEED_SDIST = "deepspeed==0.19.8"
 
-STAGES = ("env", "smoke", "build", "objectives", "train_opsd", "train_dash", "deepspeed",
-          "evaluate")  # fmt: skip
+STAGES = ("env", "smoke", "build", "objectives", "profile", "train_opsd", "train_dash",
+          "deepspeed", "evaluate")  # fmt: skip
 #: Seconds each stage may take on the GPU shape (the CPU twin's are far shorter).
 #: Measured on an H200 (HF rollouts): objectives 148 s (a subprocess per path and length), 3
 #: OPSD steps 228 s (a step 58 s, of it 56.5 s HF ``generate``).
-STAGE_LIMITS = {"env": 60, "smoke": 120, "build": 120, "objectives": 200, "train_opsd": 300,
-                "train_dash": 300, "deepspeed": 300, "evaluate": 240}  # fmt: skip
+STAGE_LIMITS = {"env": 60, "smoke": 120, "build": 120, "objectives": 200, "profile": 120,
+                "train_opsd": 400, "train_dash": 400, "deepspeed": 400, "evaluate": 400}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------
@@ -368,8 +375,167 @@ def stage_train(args, method: str) -> dict:
     return train(args, method, args.shape, deepspeed=False)
 
 
+def trainer_spec(args, folder: Path, shape: str) -> Path:
+    """A ``python -m dashrepro.training.trainer --spec`` file: OPSD under the scale's ZeRO-2
+    config, at the shape's DeepSpeed steps and rollout length, a state after every step."""
+    config = paper_config(args)
+    train_cfg, lora, protocol = train_settings(args, shape, deepspeed=True)
+    train_cfg["max_new_tokens"] = SHAPES[shape]["deepspeed_max_new_tokens"]
+    spec = {
+        "base_model_dir": str(base_model_dir(args, shape)),
+        "train_parquet": str(training_parquet(args)),
+        "out_dir": str(folder / "out"),
+        "method_name": "opsd",
+        "method": {k: v for k, v in config["methods"]["opsd"].items() if k != "label"},
+        "train": train_cfg, "lora": lora, "protocol": protocol, "seed": 0,
+    }  # fmt: skip
+    path = folder / "run.json"
+    folder.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(spec, indent=1))
+    return path
+
+
+def run_trainer(spec: Path, log: Path, *, kill_after_state: int | None = None) -> dict:
+    """The trainer's command line on ``spec``; with ``kill_after_state``, SIGKILLed as soon as
+    the training state of that step is complete (as the resume tests do on CPU)."""
+    out = Path(json.loads(spec.read_text())["out_dir"])
+    command = [sys.executable, "-m", "dashrepro.training.trainer", "--spec", str(spec)]
+    t0 = time.perf_counter()
+    with open(log, "a") as handle:
+        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT)
+        if kill_after_state is not None:
+            marker = out / ".resume" / f"step-{kill_after_state:06d}" / "trainer_state.json"
+            while not marker.exists() and process.poll() is None:
+                time.sleep(0.05)
+            if process.poll() is None:
+                process.kill()
+        code = process.wait()
+    if code and not (kill_after_state is not None and code == -9):
+        raise RuntimeError(f"the trainer exited {code}; see {log}")
+    return {"exit": code, "seconds": round(time.perf_counter() - t0, 1)}
+
+
 def stage_deepspeed(args) -> dict:
-    return train(args, "opsd", args.shape, deepspeed=True)
+    """ZeRO-2 with the optimizer offloaded: an uninterrupted run, and a run killed (SIGKILL)
+    after a state and run again, which must end at the same adapter."""
+    import pandas as pd
+    import torch
+    from safetensors.torch import load_file
+
+    shape = args.shape
+    steps = SHAPES[shape]["deepspeed_steps"]
+    root = Path(args.out) / f"deepspeed_{shape}"
+    whole = trainer_spec(args, root / "uninterrupted", shape)
+    cut = trainer_spec(args, root / "killed", shape)
+    log = root / "trainer.log"
+    timings = {"uninterrupted": run_trainer(whole, log)}
+    timings["killed"] = run_trainer(cut, log, kill_after_state=steps - 1)
+    timings["resumed"] = run_trainer(cut, log)
+    resumed_line = [line for line in log.read_text(errors="replace").splitlines()
+                    if "resuming" in line]  # fmt: skip
+
+    def adapter(spec: Path) -> dict:
+        out = Path(json.loads(spec.read_text())["out_dir"])
+        return load_file(out / f"checkpoint-{steps}" / "adapter_model.safetensors")
+
+    first, second = adapter(whole), adapter(cut)
+    differences = [(first[k].float() - second[k].float()).abs().max().item() for k in first]
+    metrics = pd.read_parquet(
+        Path(json.loads(whole.read_text())["out_dir"]) / "train_metrics.parquet"
+    )
+    resumed = pd.read_parquet(
+        Path(json.loads(cut.read_text())["out_dir"]) / "train_metrics.parquet"
+    )
+    steady = metrics.iloc[1:] if len(metrics) > 1 else metrics
+    phases = ["rollout", "teacher", "student", "optimizer"]
+    result = {
+        "method": "opsd", "shape": shape, "deepspeed": True, "steps": len(metrics),
+        "rollout_backend": json.loads(whole.read_text())["train"]["rollout_backend"],
+        "max_new_tokens": SHAPES[shape]["deepspeed_max_new_tokens"],
+        "killed_after_state": steps - 1, "runs": timings,
+        "resume_logged": resumed_line[-1][-200:] if resumed_line else None,
+        "same_adapter": all(torch.equal(first[k], second[k]) for k in first) and first.keys() == second.keys(),
+        "max_abs_difference": max(differences) if differences else None,
+        "adapter_tensors": len(first),
+        "resumed_steps": [int(s) for s in resumed["step"]],
+        "same_losses": [float(x) for x in metrics["loss"]] == [float(x) for x in resumed["loss"]],
+        "checkpoint": str(Path(json.loads(whole.read_text())["out_dir"]) / f"checkpoint-{steps}"),
+    }  # fmt: skip
+    for phase in phases:
+        result[f"mean_s_{phase}"] = round(float(steady[f"seconds_{phase}"].mean()), 3)
+    result["mean_step_s"] = round(sum(result[f"mean_s_{p}"] for p in phases), 3)
+    return result
+
+
+def stage_profile(args) -> dict:
+    """One rollout call of HF ``generate`` as the trainer makes it (the bf16 LoRA student, micro
+    batch prompts), timed and then profiled: the share of the wall time the GPU spends in
+    kernels says whether the device or the host sets the speed. The same without the adapter."""
+    import pandas as pd
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+
+    from dashrepro.io import load_tokenizer
+    from dashrepro.sampling.base import SamplingSettings
+    from dashrepro.sampling.hf import sample_responses
+    from dashrepro.training.model import load_lora_student
+
+    shape = args.shape
+    spec = SHAPES[shape]
+    train_cfg, lora, _ = train_settings(args, shape, deepspeed=False)
+    folder = base_model_dir(args, shape)
+    tokenizer = load_tokenizer(str(folder))
+    model = load_lora_student(folder, lora, 0, train_cfg)
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    model.to(device)
+    problems = pd.read_parquet(training_parquet(args))["problem"].tolist()
+    prompts = problems[: int(train_cfg["micro_batch_size"])]
+    tokens = spec["profile_tokens"]
+    settings = SamplingSettings(temperature=train_cfg["temperature"], top_p=train_cfg["top_p"],
+                                top_k=train_cfg.get("top_k"), max_new_tokens=tokens,
+                                batch_size=len(prompts))  # fmt: skip
+
+    def synchronize():
+        if device == "cuda":
+            torch.cuda.synchronize()
+
+    def timed(seed: int) -> tuple[float, int]:
+        synchronize()
+        t0 = time.perf_counter()
+        samples = sample_responses(model, tokenizer, prompts, settings, seed=seed)
+        synchronize()
+        return time.perf_counter() - t0, sum(len(s.token_ids) for s in samples)
+
+    results = {"device": device_name(), "prompts": len(prompts), "max_new_tokens": tokens,
+               "lora_rank": lora["r"]}  # fmt: skip
+    sample_responses(model, tokenizer, prompts, SamplingSettings(max_new_tokens=4), seed=0)
+    for name, adapter_on in (("lora", True), ("base", False)):
+        with model.disable_adapter() if not adapter_on else contextlib.nullcontext():
+            seconds, generated = timed(1)
+            activities = [ProfilerActivity.CPU] + (
+                [ProfilerActivity.CUDA] if device == "cuda" else []
+            )
+            with profile(activities=activities) as profiler:
+                profiled_seconds, _ = timed(1)
+        kernels = [e for e in profiler.events()
+                   if e.device_type == torch.autograd.DeviceType.CUDA]  # fmt: skip
+        kernel_seconds = sum(e.device_time_total for e in kernels) / 1e6
+        steps = tokens  # one forward per generated position
+        results[name] = {
+            "seconds": round(seconds, 3), "generated_tokens": generated,
+            "tokens_per_second": round(generated / seconds, 1),
+            "ms_per_decode_step": round(1e3 * seconds / steps, 2),
+            "profiled_seconds": round(profiled_seconds, 3),
+            "kernels": len(kernels) if device == "cuda" else None,
+            "kernels_per_decode_step": round(len(kernels) / steps, 1) if device == "cuda" else None,
+            "kernel_seconds": round(kernel_seconds, 3) if device == "cuda" else None,
+            "kernel_share": round(kernel_seconds / profiled_seconds, 3) if device == "cuda" else None,
+            "top_cpu_ops": [
+                (e.key, round(e.self_cpu_time_total / 1e3, 1), e.count)
+                for e in sorted(profiler.key_averages(), key=lambda e: -e.self_cpu_time_total)[:8]
+            ],
+        }  # fmt: skip
+    return results
 
 
 def benchmark_parquet(args, n_problems: int) -> tuple[str, Path]:
@@ -440,19 +606,26 @@ def checkpoint_step(folder: Path) -> int:
 
 
 def stage_evaluate(args) -> dict:
-    """The newest checkpoint that stage ``train_opsd`` saved, evaluated (its last step's, unless
-    the stage was cut short)."""
+    """The newest checkpoint that stage ``train_opsd`` saved, evaluated. In a lane beside
+    ``train_opsd`` it waits for that stage's first checkpoint (or for the stage's end)."""
     run_dir = Path(args.out) / f"run_opsd_{args.shape}"
-    saved = [p for p in run_dir.glob("checkpoint-*") if (p / "adapter_config.json").exists()]
-    if not saved:
+    ended = Path(args.out) / "train_opsd.json"
+
+    def saved() -> list[Path]:
+        files = ("adapter_config.json", "adapter_model.safetensors")
+        return [p for p in run_dir.glob("checkpoint-*") if all((p / f).exists() for f in files)]
+
+    while not saved() and not ended.exists() and args.wait_for_checkpoint:
+        time.sleep(1.0)
+    if not saved():
         raise RuntimeError(f"no checkpoint in {run_dir}: stage train_opsd saved none")
-    return evaluate(args, args.shape, str(max(saved, key=checkpoint_step)))
+    return evaluate(args, args.shape, str(max(saved(), key=checkpoint_step)))
 
 
 RUNNERS = {
     "env": stage_env, "smoke": stage_smoke, "build": stage_build, "objectives": stage_objectives,
     "train_opsd": lambda a: stage_train(a, "opsd"), "train_dash": lambda a: stage_train(a, "dash"),
-    "deepspeed": stage_deepspeed, "evaluate": stage_evaluate,
+    "deepspeed": stage_deepspeed, "evaluate": stage_evaluate, "profile": stage_profile,
 }  # fmt: skip
 
 
@@ -461,8 +634,13 @@ RUNNERS = {
 # ----------------------------------------------------------------------------------------------
 
 
+#: The Pythons a GPU machine's image may have: the binary wheels are fetched for each.
+PYTHON_VERSIONS = ("3.11", "3.12", "3.13")
+
+
 def download_wheels(folder: Path) -> None:
-    """The wheels of ``WHEELS`` for CPython 3.12 manylinux x86_64, and DeepSpeed's sdist."""
+    """The wheels of ``WHEELS`` for CPython ``PYTHON_VERSIONS`` manylinux x86_64, and DeepSpeed's
+    sdist."""
     platforms = [
         f"--platform={p}"
         for p in (
@@ -473,17 +651,18 @@ def download_wheels(folder: Path) -> None:
         )
     ]
     common = [sys.executable, "-m", "pip", "download", "--no-deps", "-d", str(folder)]
-    subprocess.run([*common, "--only-binary=:all:", "--python-version=3.12",
-                    "--implementation=cp", *platforms, *WHEELS], check=True)  # fmt: skip
+    for python in PYTHON_VERSIONS:
+        subprocess.run([*common, "--only-binary=:all:", f"--python-version={python}",
+                        "--implementation=cp", *platforms, *WHEELS], check=True)  # fmt: skip
     subprocess.run([*common, "--no-binary=:all:", DEEPSPEED_SDIST], check=True)
 
 
 def install_wheels(folder: Path, target: Path) -> None:
-    """Install the wheels (and DeepSpeed's sdist, without its compiled ops) into ``target``."""
-    wheels = sorted(str(p) for p in folder.glob("*.whl"))
+    """Install ``WHEELS`` from ``folder`` (pip picks each one's wheel for this Python) and
+    DeepSpeed's sdist, without its compiled ops, into ``target``."""
     pip = [sys.executable, "-m", "pip", "install", "-q", "--no-index", "--no-deps",
            "--no-compile", "--no-cache-dir", "--target", str(target)]  # fmt: skip
-    subprocess.run([*pip, "--upgrade", *wheels], check=True)
+    subprocess.run([*pip, "--find-links", str(folder), "--upgrade", *WHEELS], check=True)
     for sdist in sorted(folder.glob("deepspeed-*.tar.gz")):
         # Not fatal: without DeepSpeed only its stage fails (and says so in stage env).
         env = {**os.environ, "DS_BUILD_OPS": "0", "PYTHONPATH": str(target)}
@@ -491,7 +670,13 @@ def install_wheels(folder: Path, target: Path) -> None:
         print(f"DeepSpeed from {sdist.name}: pip exited {built.returncode}", flush=True)
 
 
-def run_stage(args, stage: str, env: dict, limit: float) -> dict:
+def write_json(path: Path, value) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(json.dumps(value, indent=1, default=str))
+    os.replace(tmp, path)
+
+
+def run_stage(args, stage: str, env: dict, limit: float, extra: tuple = ()) -> dict:
     """``stage`` in a subprocess for at most ``limit`` seconds; its JSON, or the error and the
     end of its output."""
     result_file = Path(args.out) / f"{stage}.json"
@@ -502,6 +687,7 @@ def run_stage(args, stage: str, env: dict, limit: float) -> dict:
         command += ["--benchmark", args.benchmark]
     if args.config_json:
         command += ["--config-json", args.config_json]
+    command += list(extra)
     log = Path(args.out) / f"{stage}.log"
     t0 = time.perf_counter()
     with open(log, "w") as handle:
@@ -535,7 +721,19 @@ def summary_rows(results: dict) -> list[str]:
         if not result.get("ok"):
             last = result.get("log_tail", "").strip().splitlines()[-1:] or [""]
             what = f"exit {result.get('exit')}: {last[0][:150]}"
-        elif stage.startswith("train") or stage == "deepspeed":
+        elif stage == "profile":
+            what = "; ".join(
+                f"{k}: {r['ms_per_decode_step']} ms a decode step, {r['tokens_per_second']} "
+                f"tokens/s, kernels {r['kernel_share']} of the time ({r['kernels_per_decode_step']} "
+                "a step)"
+                for k, r in result.items() if k in ("lora", "base")
+            )  # fmt: skip
+        elif stage == "deepspeed":
+            what = (f"{result['steps']} steps of {result['max_new_tokens']} tokens, killed after "
+                    f"state {result['killed_after_state']} and resumed: same adapter "
+                    f"{result['same_adapter']} (max |diff| {result['max_abs_difference']}), step "
+                    f"{result['mean_step_s']} s (optimizer {result['mean_s_optimizer']})")  # fmt: skip
+        elif stage.startswith("train"):
             what = (f"{result['steps']} steps ({result['rollout_backend']}), step "
                     f"{result.get('mean_step_s')} s = rollout {result.get('mean_s_rollout')} + "
                     f"teacher {result.get('mean_s_teacher')} + student "
@@ -563,6 +761,109 @@ def summary_rows(results: dict) -> list[str]:
     return rows
 
 
+# ----------------------------------------------------------------------------------------------
+# GPU-hours from the measured speeds (``--costs``, on any machine, after a run)
+# ----------------------------------------------------------------------------------------------
+
+#: Qwen3's published sizes (model cards): parameters (billions) and decoder layers.
+QWEN3_SIZES = {"qwen3_1p7b": (1.7, 28), "qwen3_4b": (4.0, 36), "qwen3_8b": (8.2, 36)}
+#: A profiled rollout whose kernels fill less than this share of its time is host-bound: its
+#: time per decode step then follows the layer count (kernel launches), not the parameters.
+HOST_BOUND_SHARE = 0.5
+
+
+def measured_costs(summary: dict, config: dict, mean_response_tokens: float | None) -> dict:
+    """GPU-hours per training run (each method measured) and per evaluated checkpoint at each
+    scale, from the 1.7B shape's measured speeds; what is extrapolated says how."""
+    measured_params, measured_layers = QWEN3_SIZES["qwen3_1p7b"]
+    share = (summary.get("profile", {}).get("lora") or {}).get("kernel_share")
+    host_bound = share is not None and share < HOST_BOUND_SHARE
+    evaluation = summary.get("evaluate", {})
+    problems = sum(int(b["n_problems"]) for b in config["benchmarks"].values())
+    samples = int(config["evaluation"]["samples_per_problem"])
+    tokens = float(mean_response_tokens or config["evaluation"]["max_new_tokens"])
+    result = {"kernel_share": share, "host_bound": host_bound, "mean_response_tokens": tokens,
+              "problems_per_checkpoint": problems, "samples_per_problem": samples,
+              "scales": {}}  # fmt: skip
+    for scale, (params, layers) in QWEN3_SIZES.items():
+        if scale not in config["scales"]:
+            continue
+        train = config["scales"][scale]["train"]
+        size = params / measured_params
+        # A rollout call's time: per layer where the host sets it, per parameter where the GPU does.
+        rollout_size = layers / measured_layers if host_bound else size
+        row = {"assumed": dict(config.get("costs", {}).get(scale, {})),
+               "parameters_ratio": round(size, 3), "rollout_ratio": round(rollout_size, 3)}  # fmt: skip
+        for stage in ("train_opsd", "train_dash"):
+            run = summary.get(stage, {})
+            if not run.get("ok"):
+                continue
+            per_sequence = (run["mean_s_teacher"] + run["mean_s_student"]) / run[
+                "rollouts_per_step"
+            ]
+            # The measured rollouts ran to ``max_new_tokens`` of the shape; the scale's cap may differ.
+            rollout = run["mean_s_rollout"] * train["max_new_tokens"] / run["max_new_tokens"]
+            micro = int(train["micro_batch_size"])
+            step = (
+                int(train["grad_accumulation"])
+                * (rollout * rollout_size + per_sequence * micro * size)
+                + run["mean_s_optimizer"] * size
+            )
+            row[f"train_{stage.removeprefix('train_')}"] = round(
+                int(train["steps"]) * step * int(train.get("num_processes", 1)) / 3600, 1
+            )
+        if evaluation.get("ok") and evaluation.get("tokens_per_second"):
+            seconds = problems * samples * tokens / evaluation["tokens_per_second"]
+            row["generation"] = round(seconds * rollout_size / 3600, 1)
+        result["scales"][scale] = row
+    return result
+
+
+def costs_markdown(costs: dict, plan_hours: dict | None = None) -> str:
+    lines = [
+        "| scale | train GPU-h a run (assumed) | OPSD measured | DASH measured "
+        "| generation GPU-h a checkpoint (assumed) | measured |",
+        "|---|---|---|---|---|---|",
+    ]
+    for scale, row in costs["scales"].items():
+        assumed = row["assumed"]
+        lines.append(f"| {scale} | {assumed.get('train')} | {row.get('train_opsd')} | "
+                     f"{row.get('train_dash')} | {assumed.get('generation')} | "
+                     f"{row.get('generation')} |")  # fmt: skip
+    lines += ["", f"Rollouts {'host' if costs['host_bound'] else 'device'}-bound (kernels "
+              f"{costs['kernel_share']} of a profiled rollout's time); responses of "
+              f"{costs['mean_response_tokens']:,.0f} tokens, "
+              f"{costs['problems_per_checkpoint']} problems x {costs['samples_per_problem']} samples."]  # fmt: skip
+    if plan_hours:
+        lines += ["", "| plan target | GPU-hours (assumed costs) | GPU-hours (measured costs) |",
+                  "|---|---|---|"]  # fmt: skip
+        lines += [f"| {t} | {a:,.0f} | {m:,.0f} |" for t, (a, m) in plan_hours.items()]
+    return "\n".join(lines)
+
+
+def plan_with_costs(config: dict, costs: dict) -> dict:
+    """``plan``'s GPU-hours of each target under the config's costs and under the measured ones
+    (DASH's training cost for every method: the dearest measured)."""
+    from dashrepro.experiment.plan import gpu_hours, target_jobs
+
+    measured = {}
+    for scale, row in costs["scales"].items():
+        trains = [row[k] for k in ("train_opsd", "train_dash") if k in row]
+        entry = dict(config.get("costs", {}).get(scale, {}))
+        if trains:
+            entry["train"] = max(trains)
+        if "generation" in row:
+            entry.update(generation=row["generation"], base_evaluation=row["generation"])
+        measured[scale] = entry
+    targets = {"all_tables": ("tables",), "all_figures": ("figures",)}
+    hours = {}
+    for target, groups in targets.items():
+        jobs = target_jobs(config, groups)
+        hours[target] = (sum(gpu_hours(config, jobs).values()),
+                         sum(gpu_hours({**config, "costs": measured}, jobs).values()))  # fmt: skip
+    return hours
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "benchmarks/out/gpu_proof"))
@@ -582,6 +883,10 @@ def main(argv=None) -> int:
     parser.add_argument("--benchmark", default=None,
                         help="a benchmark JSONL of the paper overlay, named as its entry there "
                         "(e.g. aime2024.jsonl; its sha256 is checked)")  # fmt: skip
+    parser.add_argument("--lanes", default=None,
+                        help="after --stages, groups of stages run side by side on the device: "
+                        "'|' between groups, ',' within one (each result names the stages it "
+                        "ran beside)")  # fmt: skip
     parser.add_argument("--wheels", default=None, help="install the wheels in this folder first")
     parser.add_argument("--download-wheels", default=None, help="fetch WHEELS into this folder")
     parser.add_argument("--deadline-s", type=float, default=None,
@@ -595,21 +900,39 @@ def main(argv=None) -> int:
         default=None,
         help="save the merged paper config as JSON here (needs Snakemake)",
     )
+    parser.add_argument(
+        "--costs",
+        action="store_true",
+        help="GPU-hours from the summary.json in --out (run after the stages)",
+    )
+    parser.add_argument(
+        "--mean-response-tokens",
+        type=float,
+        default=None,
+        help="--costs: an evaluated response's mean length (default: the cap)",
+    )
     parser.add_argument("--stage", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--wait-for-checkpoint", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     if args.download_wheels:
         download_wheels(Path(args.download_wheels))
         return 0
+    if args.costs:
+        config = paper_config(args)
+        costs = measured_costs(json.loads((out / "summary.json").read_text()), config,
+                               args.mean_response_tokens)  # fmt: skip
+        costs["plan"] = plan_with_costs(config, costs)
+        write_json(out / "costs.json", costs)
+        print(costs_markdown(costs, costs["plan"]))
+        return 0
     if args.write_config:
         Path(args.write_config).write_text(json.dumps(paper_config(args), indent=1))
         return 0
     if args.stage:  # a worker
         result = RUNNERS[args.stage](args)
-        tmp = out / f".{args.stage}.json.tmp"
-        tmp.write_text(json.dumps(result, indent=1, default=str))
-        os.replace(tmp, out / f"{args.stage}.json")
+        write_json(out / f"{args.stage}.json", result)
         return 0
 
     started = time.perf_counter()
@@ -620,20 +943,49 @@ def main(argv=None) -> int:
         env["PYTHONPATH"] = os.pathsep.join([str(target), env.get("PYTHONPATH", "")])
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT / "src"), env.get("PYTHONPATH", "")])
     env.setdefault("PYTHONUNBUFFERED", "1")
-    results = {}
-    for stage in args.stages.split(","):
-        limit = float(STAGE_LIMITS[stage])
-        if args.deadline_s is not None:
-            left = args.deadline_s - (time.perf_counter() - started)
-            if left < 10:
-                results[stage] = {"ok": False, "seconds": 0, "exit": "skipped: past the deadline"}
-                continue
-            limit = min(limit, left)
-        print(f"== {stage}", flush=True)
-        results[stage] = run_stage(args, stage, env, limit)
-        print(json.dumps(results[stage], default=str)[:1500], flush=True)
-        # After every stage: a run cut short still leaves what it measured.
-        (out / "summary.json").write_text(json.dumps(results, indent=1, default=str))
+    results: dict = {}
+    lock = threading.Lock()
+
+    def run_in_order(stages: list[str], beside: list[str]) -> None:
+        for stage in stages:
+            limit = float(STAGE_LIMITS[stage])
+            if args.deadline_s is not None:
+                left = args.deadline_s - (time.perf_counter() - started)
+                if left < 10:
+                    results[stage] = {"ok": False, "seconds": 0,
+                                      "exit": "skipped: past the deadline"}  # fmt: skip
+                    continue
+                limit = min(limit, left)
+            print(f"== {stage}", flush=True)
+            # Beside train_opsd, the evaluation waits for its first checkpoint.
+            extra = (
+                ("--wait-for-checkpoint",) if stage == "evaluate" and "train_opsd" in beside else ()
+            )
+            result = run_stage(args, stage, env, limit, extra)
+            if beside:
+                result["beside"] = beside
+            with lock:
+                results[stage] = result
+                print(json.dumps(result, default=str)[:1500], flush=True)
+                # After every stage: a run cut short still leaves what it measured.
+                write_json(out / "summary.json", results)
+
+    run_in_order([s for s in args.stages.split(",") if s], [])
+    lanes = [lane.split(",") for lane in (args.lanes or "").split("|") if lane]
+    for stage in sum(lanes, []):  # a stage beside another reads its result file, not a stale one
+        (out / f"{stage}.json").unlink(missing_ok=True)
+    threads = [
+        threading.Thread(target=run_in_order,
+                         args=(lane, [s for other in lanes if other is not lane for s in other]))
+        for lane in lanes
+    ]  # fmt: skip
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    results = {stage: results[stage] for stage in [*args.stages.split(","), *sum(lanes, [])]
+               if stage in results}  # fmt: skip
+    write_json(out / "summary.json", results)
     print("\n".join(summary_rows(results)))
     return 0 if all(r.get("ok") for r in results.values()) else 1
 

@@ -27,32 +27,62 @@ def test_gpu_proof_runs_every_stage_at_the_small_shape(tmp_path):
     (blocker / "snakemake.py").write_text("raise ImportError('no Snakemake here')\n")
     env = {**os.environ, "PYTHONPATH": str(blocker)}
     out = tmp_path / "out"
+    # As a lease runs it: the profile alone, then three lanes side by side.
     command = [sys.executable, str(SCRIPT), "--shape", "tiny", "--out", str(out),
-               "--backend", "hf", "--config-json", str(config)]  # fmt: skip
+               "--backend", "hf", "--config-json", str(config),
+               "--stages", "env,smoke,build,objectives,profile",
+               "--lanes", "train_opsd|evaluate|train_dash|deepspeed"]  # fmt: skip
     completed = subprocess.run(command, env=env, capture_output=True, text=True)
     summary = json.loads((out / "summary.json").read_text())
     failed = {k: v.get("log_tail", v)[-800:] for k, v in summary.items() if not v["ok"]}
     assert completed.returncode == 0 and not failed, failed
 
-    assert list(summary) == ["env", "smoke", "build", "objectives", "train_opsd", "train_dash",
-                             "deepspeed", "evaluate"]  # fmt: skip
+    assert list(summary) == ["env", "smoke", "build", "objectives", "profile", "train_opsd",
+                             "evaluate", "train_dash", "deepspeed"]  # fmt: skip
     assert summary["env"]["rollout_backend_auto"] == "hf"  # no vLLM in .venv
+    # Each lane's results name the stages that shared the device with them.
+    assert summary["train_dash"]["beside"] == ["train_opsd", "evaluate", "deepspeed"]
+    assert "beside" not in summary["profile"]
     for stage in ("train_opsd", "train_dash", "deepspeed"):
         run = summary[stage]
-        assert run["steps"] == (1 if stage == "deepspeed" else 2)
+        assert run["steps"] == 2
         # The step's phases are the trainer's own timings, and they add up to the step.
         phases = [run[f"mean_s_{p}"] for p in ("rollout", "teacher", "student", "optimizer")]
         assert all(p >= 0 for p in phases) and run["mean_step_s"] == round(sum(phases), 3)
         assert (Path(run["checkpoint"]) / "adapter_config.json").exists()
     assert summary["deepspeed"]["deepspeed"] and not summary["train_opsd"]["deepspeed"]
+    # ZeRO-2 with offload, SIGKILLed after the state of step 1 and run again: the resumed run
+    # says so, logs every step once, and ends at the uninterrupted run's adapter, bit for bit.
+    resume = summary["deepspeed"]
+    assert resume["runs"]["killed"]["exit"] == -9 and resume["runs"]["resumed"]["exit"] == 0
+    assert "resuming opsd seed 0 after step 1" in resume["resume_logged"]
+    assert resume["resumed_steps"] == [1, 2] and resume["same_losses"]
+    assert resume["same_adapter"] and resume["max_abs_difference"] == 0.0
+    # The profile times the trainer's rollout call with and without the adapter (kernel
+    # shares need a GPU: None here).
+    for variant in ("lora", "base"):
+        profiled = summary["profile"][variant]
+        assert profiled["generated_tokens"] == 4 * 8 and profiled["kernel_share"] is None
+        assert profiled["top_cpu_ops"]
     # The evaluation writes and grades records as the rules do: 2 problems x 3 samples.
     evaluation = summary["evaluate"]
     assert evaluation["responses"] == 6 and evaluation["finish_reasons"] == {"length": 6}
-    # It read the newest of the checkpoints train_opsd saved after each step.
-    assert evaluation["checkpoint"] == summary["train_opsd"]["checkpoint"]
+    # In its own lane it waited for train_opsd's first checkpoint (one is saved after each step).
+    assert Path(evaluation["checkpoint"]).parent == Path(summary["train_opsd"]["checkpoint"]).parent
     assert (Path(summary["train_opsd"]["checkpoint"]).parent / "checkpoint-1").exists()
     assert {"correct", "extracted", "grading_path", "n_tokens"} <= set(evaluation["columns"])
     assert evaluation["tokens"] == 6 * 16
     assert [r["path"] for r in summary["objectives"]["T128"]["results"]] == ["naive", "chunked"]
     # The printed table names every stage.
     assert all(f"| {stage} | True |" in completed.stdout for stage in summary)
+
+    # GPU-hours from the measured speeds: each scale's training runs and evaluated checkpoints,
+    # and plan's totals under the config's costs and under these.
+    costs_run = subprocess.run([sys.executable, str(SCRIPT), "--out", str(out), "--costs",
+                                "--config-json", str(config)],
+                               env=env, capture_output=True, text=True, check=True)  # fmt: skip
+    costs = json.loads((out / "costs.json").read_text())
+    assert set(costs["scales"]) == {"qwen3_1p7b", "qwen3_4b", "qwen3_8b"}
+    small = costs["scales"]["qwen3_1p7b"]
+    assert small["assumed"]["train"] == 6.0 and small["train_opsd"] > 0 and small["generation"] > 0
+    assert costs["plan"]["all_tables"][0] > 0 and "| all_tables |" in costs_run.stdout
