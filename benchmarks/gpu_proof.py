@@ -16,11 +16,21 @@ next stage runs), writes ``<out>/<stage>.json``, and the last lines printed are 
                  1,024-token rollouts, LoRA r 64, bf16, gradient checkpointing; accumulation 1
                  where the paper has 2, see ``SHAPES``),
                  without DeepSpeed: the step time by phase and the peak memory;
-- ``deepspeed``  the same OPSD run in one process under the scale's ZeRO-2 config (optimizer
-                 offloaded to the CPU);
+- ``profile``    one rollout call of HF ``generate`` as the trainer makes it (the bf16 LoRA
+                 student, one micro-batch), timed, then under the torch profiler: the share of
+                 its time the GPU spends in kernels, with the adapter and without;
+- ``deepspeed``  OPSD under the scale's ZeRO-2 config (optimizer offloaded to the CPU) through
+                 the trainer's command line: an uninterrupted run, and one SIGKILLed after the
+                 state of its second-last step and run again, which must end at the same adapter;
 - ``evaluate``   ``generate_policy_responses`` (what rule ``generate_checkpoint_responses``
-                 calls) with OPSD's saved rank-64 checkpoint, 12 samples per problem, then
-                 ``grade_and_summarize``: tokens/s, and the records and grades as on CPU.
+                 calls) with a rank-64 checkpoint ``train_opsd`` saved, 12 samples per problem,
+                 then ``grade_and_summarize``: tokens/s, and the records and grades as on CPU.
+
+``--lanes`` runs groups of stages side by side on the one device after ``--stages`` (each result
+names the stages beside it; an ``evaluate`` beside ``train_opsd`` waits for its first
+checkpoint), which is how the training stages fit a 15-minute lease. ``--costs`` turns a run's
+``summary.json`` into GPU-hours per training run and per evaluated checkpoint at each scale, and
+``plan``'s totals under them (``costs.json``, ``report.md``).
 
 The rollouts and the evaluation use vLLM where it imports (``--backend auto``) and HF
 ``generate`` otherwise; every stage records which. The teacher's context is
@@ -32,8 +42,16 @@ Random weights never emit EOS, so every rollout and response runs to its length 
 per step is the per-device shape's most. The training rows are the embedded synthetic problems
 (short references), so the teacher's prompts are shorter than the real training set's.
 
-    python benchmarks/gpu_proof.py --out benchmarks/out/gpu_proof    # a GPU: ~20 min with HF rollouts
-    python benchmarks/gpu_proof.py --shape tiny --out benchmarks/out/gpu_proof_tiny  # the CPU twin, ~1 min
+    python benchmarks/gpu_proof.py --out benchmarks/out/gpu_proof    # a GPU, every stage in turn
+    python benchmarks/gpu_proof.py --shape tiny --out benchmarks/out/gpu_proof_tiny  # the CPU twin
+    python benchmarks/gpu_proof.py --out DIR --costs    # GPU-hours from DIR/summary.json
+
+A 15-minute lease (what benchmarks/measured/gpu_proof_h200_2026-11-27 ran, in ~8 minutes;
+``--write-config`` and ``--download-wheels`` made the inputs beforehand):
+
+    python benchmarks/gpu_proof.py --out /tmp/gp --backend hf --config-json paper_config.json \
+        --wheels wheels --benchmark aime2024.jsonl --stages env,build,profile \
+        --lanes 'train_opsd|evaluate|train_dash|deepspeed' --deadline-s 530
 
 What a bare GPU machine cannot run: vLLM's CUDA wheel (0.32.0: 326 MB, and it pins
 torch 2.13.0 exactly) and FlashAttention-2 (an sdist that compiles its CUDA kernels when installed) need the
@@ -61,6 +79,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -491,6 +510,7 @@ def stage_profile(args) -> dict:
     problems = pd.read_parquet(training_parquet(args))["problem"].tolist()
     prompts = problems[: int(train_cfg["micro_batch_size"])]
     tokens = spec["profile_tokens"]
+    profiled_tokens = min(tokens, 16)
     settings = SamplingSettings(temperature=train_cfg["temperature"], top_p=train_cfg["top_p"],
                                 top_k=train_cfg.get("top_k"), max_new_tokens=tokens,
                                 batch_size=len(prompts))  # fmt: skip
@@ -499,7 +519,7 @@ def stage_profile(args) -> dict:
         if device == "cuda":
             torch.cuda.synchronize()
 
-    def timed(seed: int) -> tuple[float, int]:
+    def timed(seed: int, settings=settings) -> tuple[float, int]:
         synchronize()
         t0 = time.perf_counter()
         samples = sample_responses(model, tokenizer, prompts, settings, seed=seed)
@@ -508,23 +528,28 @@ def stage_profile(args) -> dict:
 
     results = {"device": device_name(), "prompts": len(prompts), "max_new_tokens": tokens,
                "lora_rank": lora["r"]}  # fmt: skip
-    sample_responses(model, tokenizer, prompts, SamplingSettings(max_new_tokens=4), seed=0)
     for name, adapter_on in (("lora", True), ("base", False)):
         with model.disable_adapter() if not adapter_on else contextlib.nullcontext():
+            # The same call once untimed: an H200 lease's first LoRA call after a 4-token
+            # warm-up still ran at 244 ms a decode step, against 62.5 in the training steps.
+            timed(0)
             seconds, generated = timed(1)
             activities = [ProfilerActivity.CPU] + (
                 [ProfilerActivity.CUDA] if device == "cuda" else []
             )
+            # A shorter call under the profiler: reading back 1.7B's ~1,500 kernels a decode
+            # step takes minutes at the timed call's length (a lease's profile stage ran out).
             with profile(activities=activities) as profiler:
-                profiled_seconds, _ = timed(1)
+                profiled_seconds, _ = timed(1, replace(settings, max_new_tokens=profiled_tokens))
         kernels = [e for e in profiler.events()
                    if e.device_type == torch.autograd.DeviceType.CUDA]  # fmt: skip
         kernel_seconds = sum(e.device_time_total for e in kernels) / 1e6
-        steps = tokens  # one forward per generated position
+        steps = profiled_tokens  # one forward per generated position
         results[name] = {
             "seconds": round(seconds, 3), "generated_tokens": generated,
             "tokens_per_second": round(generated / seconds, 1),
-            "ms_per_decode_step": round(1e3 * seconds / steps, 2),
+            "ms_per_decode_step": round(1e3 * seconds / tokens, 2),
+            "profiled_tokens": profiled_tokens,
             "profiled_seconds": round(profiled_seconds, 3),
             "kernels": len(kernels) if device == "cuda" else None,
             "kernels_per_decode_step": round(len(kernels) / steps, 1) if device == "cuda" else None,
@@ -757,6 +782,8 @@ def summary_rows(results: dict) -> list[str]:
         else:
             what = ", ".join(f"{k} {v}" for k, v in result.items()
                              if k not in ("ok", "seconds"))[:300]  # fmt: skip
+        if result.get("note"):
+            what += f" ({result['note']})"
         rows.append(f"| {stage} | {result.get('ok')} | {result.get('seconds')} | {what} |")
     return rows
 
@@ -834,6 +861,12 @@ def costs_markdown(costs: dict, plan_hours: dict | None = None) -> str:
               f"{costs['kernel_share']} of a profiled rollout's time); responses of "
               f"{costs['mean_response_tokens']:,.0f} tokens, "
               f"{costs['problems_per_checkpoint']} problems x {costs['samples_per_problem']} samples."]  # fmt: skip
+    lines += ["", "Extrapolated: 4B and 8B from the 1.7B shape (rollout calls by their layer count "
+              "where the host sets their speed, else by parameters; the teacher, student and "
+              "optimizer phases by parameters and by the scale's micro batch); the evaluation's "
+              "measured tokens/s held at every response length; HF rollouts and evaluation "
+              "throughout (no vLLM speed-up assumed). Training: each method's measured phases at "
+              "the scale's accumulation, steps and GPUs; plan: the dearer method for every run."]  # fmt: skip
     if plan_hours:
         lines += ["", "| plan target | GPU-hours (assumed costs) | GPU-hours (measured costs) |",
                   "|---|---|---|"]  # fmt: skip
@@ -921,11 +954,17 @@ def main(argv=None) -> int:
         return 0
     if args.costs:
         config = paper_config(args)
-        costs = measured_costs(json.loads((out / "summary.json").read_text()), config,
-                               args.mean_response_tokens)  # fmt: skip
+        summary = json.loads((out / "summary.json").read_text())
+        costs = measured_costs(summary, config, args.mean_response_tokens)
         costs["plan"] = plan_with_costs(config, costs)
         write_json(out / "costs.json", costs)
-        print(costs_markdown(costs, costs["plan"]))
+        report = "\n".join(["# GPU proof", "", f"Device: {summary.get('env', {}).get('device')}.",
+                            "", *summary_rows(summary), "", "## GPU-hours from these speeds", "",
+                            costs_markdown(costs, costs["plan"]), ""])  # fmt: skip
+        tmp = out / ".report.md.tmp"
+        tmp.write_text(report)
+        os.replace(tmp, out / "report.md")
+        print(report)
         return 0
     if args.write_config:
         Path(args.write_config).write_text(json.dumps(paper_config(args), indent=1))

@@ -15,6 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks/gpu_proof.py"
+README = (ROOT / "README.md").read_text()
 
 
 def test_gpu_proof_runs_every_stage_at_the_small_shape(tmp_path):
@@ -86,3 +87,20 @@ def test_gpu_proof_runs_every_stage_at_the_small_shape(tmp_path):
     small = costs["scales"]["qwen3_1p7b"]
     assert small["assumed"]["train"] == 6.0 and small["train_opsd"] > 0 and small["generation"] > 0
     assert costs["plan"]["all_tables"][0] > 0 and "| all_tables |" in costs_run.stdout
+
+
+def test_the_measured_gpu_report_is_what_its_summary_gives(tmp_path):
+    """The README's command rewrites a lease's report and GPU-hours from its summary.json: the
+    committed ones are what it writes."""
+    measured = ROOT / "benchmarks/measured/gpu_proof_h200_2026-11-27"
+    copy = tmp_path / measured.name
+    copy.mkdir()
+    (copy / "summary.json").write_bytes((measured / "summary.json").read_bytes())
+    command = f"python benchmarks/gpu_proof.py --out {copy} --costs"
+    assert command.replace(str(copy), str(measured.relative_to(ROOT))) in README
+    subprocess.run([sys.executable, *command.split()[1:]], cwd=ROOT, check=True,
+                   capture_output=True)  # fmt: skip
+    for name in ("report.md", "costs.json"):
+        assert (copy / name).read_text() == (measured / name).read_text(), name
+    summary = json.loads((measured / "summary.json").read_text())
+    assert summary["deepspeed"]["same_adapter"] and summary["evaluate"]["responses"] == 48
