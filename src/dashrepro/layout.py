@@ -21,6 +21,25 @@ def resolve_repo_path(path: str | Path) -> Path:
     return path if path.is_absolute() or path.exists() else REPO_ROOT / path
 
 
+#: The folder under ``results/`` of the paper's published tables (rule ``published_table``).
+PUBLISHED = "published"
+#: Names under ``results/`` the layout owns: an experiment named so would write into them.
+RESERVED_EXPERIMENT_NAMES = {
+    PUBLISHED: "the paper's published tables",
+    "README.md": "the results folder's README",
+}
+
+
+def experiment_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot name an experiment (its folder is ``results/<name>``), or None."""
+    if name.startswith("."):
+        # "." and ".." put the experiment's folders beside or above results/, not in it.
+        return f"{name!r} starts with '.': its folder would not be a plain folder of results/"
+    if name in RESERVED_EXPERIMENT_NAMES:
+        return f"{name!r} is reserved for {RESERVED_EXPERIMENT_NAMES[name]} (results/{name})"
+    return None
+
+
 class Results:
     """Every path under ``results/<experiment>/``: the one place that spells the results layout.
 

@@ -20,6 +20,7 @@ def test_default_config_is_valid(repo_root):
     [
         (lambda c: c.update(unknown_key=1), "'unknown_key' was unexpected"),
         (lambda c: c["evaluation"].update(samples_per_problem=0), "evaluation.samples_per_problem"),
+        (lambda c: c["evaluation"].update(grading_workers=0), "evaluation.grading_workers"),
         (lambda c: c["scales"]["tiny"]["train"].update(lr="fast"), "scales.tiny.train.lr"),
         (
             lambda c: c["scales"]["tiny"]["lora"].update(target_modules=["lm_head"]),
@@ -478,3 +479,33 @@ def test_a_methods_training_keys_are_declared_once(repo_root):
     config = load_config(repo_root / "workflow_config.yaml")
     method = MethodSpec.from_config("dash", config["methods"]["dash"])
     assert list(method.training_config()) == list(METHOD_TRAINING_KEYS)
+
+
+@pytest.mark.parametrize(
+    ("name", "why"),
+    [
+        ("..", "starts with '.'"),
+        (".", "starts with '.'"),
+        (".hidden", "starts with '.'"),
+        ("published", "reserved for the paper's published tables"),
+        ("README.md", "reserved for the results folder's README"),
+    ],
+)
+def test_an_experiment_name_outside_results_or_on_a_folder_it_owns_is_refused(
+    repo_root, tmp_path, name, why
+):
+    """``..`` would put data/, runs/ and logs/ beside results/; ``published`` would write into
+    the published tables: refused before any job, through the command line too."""
+    import subprocess
+    import sys
+
+    overlay = tmp_path / "exp.yaml"
+    overlay.write_text(f"experiment: '{name}'\n")
+    cli = [sys.executable, "-m", "dashrepro.experiment.config",
+           str(repo_root / "workflow_config.yaml"), str(overlay)]  # fmt: skip
+    refused = subprocess.run(cli, capture_output=True, text=True)
+    assert refused.returncode != 0 and f"experiment: {name!r} " in refused.stderr
+    assert why in refused.stderr, refused.stderr
+    config = load_config(repo_root / "workflow_config.yaml")
+    config["experiment"] = "my.run-2"  # dots inside a name stay allowed
+    validate_config(config)

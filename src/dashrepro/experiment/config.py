@@ -42,7 +42,7 @@ from dashrepro.experiment.run_matrix import (
     scale_evaluation,
     spec_scales,
 )
-from dashrepro.layout import resolve_repo_path
+from dashrepro.layout import experiment_name_problem, resolve_repo_path
 from dashrepro.schema import schema_errors
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
@@ -210,6 +210,9 @@ def vllm_backend_problems(config: Mapping, rules: set[str], python: str) -> list
 
 def check_semantics(config: Mapping) -> list[str]:
     problems = []
+    name_problem = experiment_name_problem(config["experiment"])
+    if name_problem:
+        problems.append(f"experiment: {name_problem}; choose another name")
     if VALIDATION_SPLIT in config["benchmarks"]:
         problems.append(
             f"benchmarks.{VALIDATION_SPLIT}: the name is the validation split's "

@@ -29,7 +29,7 @@ from dashrepro.experiment.run_matrix import (
     spec_scales,
 )
 from dashrepro.hub import SNAPSHOT_RECORD, model_id_of, snapshot_folder
-from dashrepro.layout import Results, resolve_repo_path
+from dashrepro.layout import PUBLISHED, Results, resolve_repo_path
 
 # The generation settings a checkpoint's responses depend on (the rest of `evaluation` grades).
 GENERATION_KEYS = (
@@ -59,7 +59,7 @@ class Experiment:
         self.config = config
         self.name = config["experiment"]
         self.layout = Results(self.name)
-        self.published_layout = Results("published")
+        self.published_layout = Results(PUBLISHED)
         self.benchmarks = list(config["benchmarks"])
         # The held-out split checkpoints are also evaluated on (data.validation), or None, and
         # the name it is graded and summarised under.
