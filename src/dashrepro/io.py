@@ -36,11 +36,50 @@ _UMASK_LOCK = threading.Lock()
 
 
 def current_umask() -> int:
-    """The process's umask (Python has no getter before 3.13: set it and put it back)."""
+    """The process's umask, read without changing it (Linux reports it in /proc/self/status;
+    setting it and putting it back, the only way elsewhere before Python 3.13, gives a file
+    another thread creates meanwhile other permissions)."""
+    with contextlib.suppress(OSError, ValueError):
+        with open("/proc/self/status", encoding="ascii", errors="replace") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
     with _UMASK_LOCK:
         mask = os.umask(0o022)
         os.umask(mask)
     return mask
+
+
+def fsync_dir(path: str | os.PathLike) -> None:
+    """Flush a folder's entries (a rename into it) to disk. Some network filesystems refuse to
+    fsync folders: that is ignored (the rename stays atomic for crashes of the process)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def fsync_tree(folder: str | os.PathLike) -> None:
+    """Flush every file and folder under ``folder`` to disk, so a node crash cannot leave empty
+    files behind a rename that did reach the disk."""
+    folder = Path(folder)
+    for path in sorted(folder.rglob("*")):
+        if path.is_file() and not path.is_symlink():
+            with open(path, "rb") as handle:
+                os.fsync(handle.fileno())
+    for path in [folder, *(p for p in folder.rglob("*") if p.is_dir() and not p.is_symlink())]:
+        fsync_dir(path)
+
+
+def _fsync_file(path: Path) -> None:
+    with open(path, "rb") as handle:
+        os.fsync(handle.fileno())
 
 
 def _give_plain_permissions(path: Path, directory: bool) -> None:
@@ -63,7 +102,9 @@ def _give_plain_permissions_tree(folder: Path) -> None:
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; rename it onto ``path`` only on success."""
+    """Yield a temporary path beside ``path``; rename it onto ``path`` only on success. The
+    data is on disk before the rename and the rename before the return (a node that crashes
+    then holds the old file or the whole new one, never an empty one)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -73,27 +114,62 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
         yield tmp_path
         # mkstemp creates the file 0600; a plain write would have honoured the umask.
         _give_plain_permissions(tmp_path, directory=False)
+        _fsync_file(tmp_path)
         os.replace(tmp_path, path)
+        fsync_dir(path.parent)
     finally:
         if tmp_path.exists():
             tmp_path.unlink()
 
 
+#: renameat2's flag that swaps two paths in one step (Linux 3.15+, glibc 2.28+).
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def exchange_paths(first: Path, second: Path) -> bool:
+    """Swap two existing paths atomically (Linux's renameat2 with RENAME_EXCHANGE); False where
+    the system or the filesystem cannot, and nothing was changed."""
+    import ctypes
+
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                          ctypes.c_uint]  # fmt: skip
+    result = renameat2(_AT_FDCWD, os.fsencode(first), _AT_FDCWD, os.fsencode(second),
+                       _RENAME_EXCHANGE)  # fmt: skip
+    return result == 0
+
+
 @contextlib.contextmanager
 def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
-    """Yield a temporary folder beside ``path``; it replaces ``path`` only on success."""
+    """Yield a temporary folder beside ``path``; it replaces ``path`` only on success, flushed to
+    disk first. An existing ``path`` is swapped with it in one step where the system can (no
+    moment without the folder); elsewhere the old folder is renamed aside before the new one is
+    renamed in, and removed after (a crash between leaves it beside, never lost)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent))
+    old = None
     try:
         yield tmp
         _give_plain_permissions_tree(tmp)  # mkdtemp creates it 0700; safetensors files 0600
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
+        fsync_tree(tmp)
+        if path.exists() and exchange_paths(tmp, path):
+            old = tmp  # the swap put the old folder where the new one was
+        else:
+            if path.exists():
+                old = path.with_name(f".{path.name}.old.{tmp.name}")
+                os.replace(path, old)
+            os.replace(tmp, path)
+        fsync_dir(path.parent)
     finally:
-        if tmp.exists():
-            shutil.rmtree(tmp)
+        for leftover in (tmp, old):
+            if leftover is not None and leftover.exists():
+                shutil.rmtree(leftover)
 
 
 def write_json(path: str | os.PathLike, obj: Any) -> None:

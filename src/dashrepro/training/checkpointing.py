@@ -156,31 +156,6 @@ def _adapter_folder(folder: Path, adapter_name: str) -> Path:
     return folder if adapter_name == "default" else folder / adapter_name
 
 
-def _fsync_tree(folder: Path) -> None:
-    """Flush every file (and the folders) to disk, so a node crash cannot leave empty files
-    behind a rename that did reach the disk. Some network filesystems reject fsync on folders;
-    those errors are ignored (the rename stays atomic for crashes of the process)."""
-    for path in sorted(folder.rglob("*")):
-        if path.is_file():
-            with open(path, "rb") as handle:
-                os.fsync(handle.fileno())
-    for path in [folder, *(p for p in folder.rglob("*") if p.is_dir())]:
-        _fsync_dir(path)
-
-
-def _fsync_dir(path: Path) -> None:
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _torch_save_checked(obj: Any, path: Path) -> None:
     """torch.save, then prove the file loads with weights_only=True before it can be committed.
 
@@ -241,8 +216,7 @@ def save_training_state(
         # Written last: for copies that do not go through atomic_dir (rsync, cp -r), a folder
         # with trainer_state.json is one whose other files are already there.
         (tmp / STATE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
-        _fsync_tree(tmp)
-    _fsync_dir(ckpt_dir.parent)
+    # atomic_dir flushed every file and the rename to disk.
     return ckpt_dir
 
 
