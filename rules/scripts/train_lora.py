@@ -53,11 +53,9 @@ def main(snakemake) -> None:
                 }
             )
         )
-        command = [
-            sys.executable, "-m", "accelerate.commands.launch",
-            "--num_processes", str(n_processes), "--multi_gpu",
-            "-m", "dashrepro.training.trainer", "--spec", str(spec),
-        ]  # fmt: skip
+        from dashrepro.training.distributed import launch_command
+
+        command = launch_command(spec, n_processes)
         log.info("launching %s", " ".join(command))
         # The trainer's exit code (PREEMPTED_EXIT_CODE after a preemption notice) is the job's.
         returncode = subprocess.run(command).returncode

@@ -21,9 +21,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -39,7 +37,7 @@ from test_trainer_resume import (
     write_run,
 )
 
-from dashrepro.training.distributed import deepspeed_config, make_accelerator
+from dashrepro.training.distributed import deepspeed_config, launch_command, make_accelerator
 from dashrepro.training.preemption import PREEMPTED_EXIT_CODE
 
 PAPER_CONFIG = REPO_ROOT / "config" / "deepspeed" / "zero2_offload.json"
@@ -51,12 +49,6 @@ def assert_lr_follows_the_schedule(metrics: pd.DataFrame, lr: float, steps: int)
     """Linear decay to zero over the run, no warmup: step s uses lr * (1 - (s - 1) / steps)."""
     expected = [lr * (1 - (s - 1) / steps) for s in metrics["step"]]
     assert list(metrics["lr"]) == pytest.approx(expected, rel=1e-12)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def config_without_offload_in_fp32(folder: Path) -> Path:
@@ -202,11 +194,7 @@ def test_two_deepspeed_processes_equal_one_process_with_accumulation(
     run_to_end(one)
     # The workflow's command (rules/scripts/train_lora.py); --multi_gpu on a CPU-only machine
     # starts the processes all the same, and DeepSpeed's CPU accelerator joins them over gloo.
-    launch = [
-        sys.executable, "-m", "accelerate.commands.launch", "--num_processes", "2", "--multi_gpu",
-        "--main_process_port", str(free_port()),
-        "-m", "dashrepro.training.trainer", "--spec", str(two),
-    ]  # fmt: skip
+    launch = launch_command(two, 2)
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run(launch, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0, done.stderr[-4000:]

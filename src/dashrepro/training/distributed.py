@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -25,6 +27,21 @@ import torch
 #: ``train.precision``: fp32, or bf16 (DDP: autocast, the base weights in bf16 and LoRA's in
 #: fp32; DeepSpeed: the config's "bf16" section, the module in bf16 and fp32 master weights).
 PRECISIONS = ("fp32", "bf16")
+
+
+def launch_command(spec: str | Path, n_processes: int) -> list[str]:
+    """``accelerate launch`` of the trainer on ``spec`` with ``n_processes`` processes on this
+    node (``--multi_gpu`` starts them on a CPU-only machine all the same: gloo).
+
+    They meet on a port the OS chooses when torch's store binds it (``--main_process_port 0``):
+    accelerate's default, 29500, is one per node, so two jobs sharing a node (two 4-GPU runs)
+    would race for it (accelerate moves the later one elsewhere only if the port is already
+    taken when it checks)."""
+    return [
+        sys.executable, "-m", "accelerate.commands.launch",
+        "--num_processes", str(n_processes), "--multi_gpu", "--main_process_port", "0",
+        "-m", "dashrepro.training.trainer", "--spec", str(spec),
+    ]  # fmt: skip
 
 
 def make_accelerator(train: Mapping):

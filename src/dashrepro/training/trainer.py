@@ -57,6 +57,7 @@ Tests: ``pytest tests/training`` (CPU, a few minutes; real-process kill/resume a
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
@@ -119,6 +120,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--threads", type=int, default=1)
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if int(os.environ.get("WORLD_SIZE", "1")) > 1 and os.environ.get("RANK") == "0":
+        # Where the processes met (distributed.launch_command lets the OS choose the port).
+        print(f"[train] {os.environ['WORLD_SIZE']} processes met at "
+              f"{os.environ.get('MASTER_ADDR')}:{os.environ.get('MASTER_PORT')}", flush=True)  # fmt: skip
     run_from_json(args.spec)
     return 0
 
