@@ -467,6 +467,20 @@ def test_hub_training_set_must_be_pinned_to_a_commit(monkeypatch, revision):
     assert f"revision {revision!r} is not a commit" in message and "40-hex" in message
 
 
+@pytest.mark.parametrize("revision", ["main", "0123abc"])
+def test_hub_benchmark_must_be_pinned_to_a_commit_too(monkeypatch, revision):
+    """A benchmark at a branch could change under a finished run: refused before any download,
+    naming the config key."""
+    monkeypatch.setitem(sys.modules, "datasets", None)
+    spec = {"hf_id": "HuggingFaceH4/aime_2024", "revision": revision, "split": "train",
+            "layout": "hf_aime_2024", "expected_size": 30}  # fmt: skip
+    with pytest.raises(layouts.DataError) as info:
+        ds.load_benchmark(spec, name="aime2024")
+    message = str(info.value)
+    assert f"revision {revision!r} is not a commit" in message
+    assert "benchmarks.aime2024.dataset.revision" in message and "40-hex" in message
+
+
 def test_training_set_size_after_cleaning_is_checked(tmp_path):
     rows = [
         {"problem": f"p{i}", "solution": f"s{i} \\boxed{{{i}}}", "Answer": str(i)} for i in range(4)

@@ -249,9 +249,10 @@ def check_dataset_spec(spec: Mapping, what: str) -> None:
 
 
 def _load_spec(
-    spec: Mapping, what: str, base_dir: str | Path | None, name: str | None
+    spec: Mapping, what: str, base_dir: str | Path | None, name: str | None, *, revision_key: str
 ) -> tuple[pd.DataFrame, DataReport, str]:
     check_dataset_spec(spec, what)
+    _require_commit(spec, what, revision_key)
     layout = get_layout(spec["layout"])
     if "path" in spec:
         path = Path(spec["path"])
@@ -288,7 +289,8 @@ def load_benchmark(
     """
     if isinstance(spec, Mapping) and spec.get("expected_size") is None:
         raise DataError(f"benchmark spec {dict(spec)} needs 'expected_size' (e.g. 30)")
-    frame, report, name = _load_spec(spec, "benchmark", base_dir, name)
+    key = f"benchmarks.{name}.dataset.revision" if name else "the benchmark's dataset.revision"
+    frame, report, name = _load_spec(spec, "benchmark", base_dir, name, revision_key=key)
     expected = int(spec["expected_size"])
     if len(frame) != expected:
         raise DataError(
@@ -299,6 +301,18 @@ def load_benchmark(
 
 
 _COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def _require_commit(spec: Mapping, what: str, key: str) -> None:
+    """A hub dataset must be pinned to a 40-hex commit: a branch name (``main``) can move under
+    a run (a finished run's benchmark could change), so it stops here, before any download."""
+    revision = spec.get("revision") if isinstance(spec, Mapping) else None
+    if isinstance(spec, Mapping) and "hf_id" in spec and not _COMMIT.fullmatch(str(revision)):
+        raise DataError(
+            f"{what} {spec['hf_id']!r}: revision {revision!r} is not a commit; pin {key} to the "
+            "dataset's 40-hex commit hash (the dataset page's 'History', or "
+            "huggingface_hub.HfApi().dataset_info(id).sha) so the data cannot change under the run"
+        )
 
 
 def _with_final_answers(frame: pd.DataFrame, report: DataReport) -> pd.DataFrame:
@@ -324,15 +338,9 @@ def load_training_set(
     """Load, verify and clean the training set; ``expected_size`` (exact) and ``min_rows`` are
     optional checks on the cleaned size. A hub training set must be pinned to a 40-hex commit:
     a branch name (``main``) can move under a run, so it stops here, before any download."""
-    revision = spec.get("revision") if isinstance(spec, Mapping) else None
-    if isinstance(spec, Mapping) and "hf_id" in spec and not _COMMIT.fullmatch(str(revision)):
-        raise DataError(
-            f"training set {spec['hf_id']!r}: revision {revision!r} is not a commit; pin "
-            "data.training_set.revision to the dataset's 40-hex commit hash (the dataset page's "
-            "'History', or huggingface_hub.HfApi().dataset_info(id).sha) so the data cannot "
-            "change under the run"
-        )
-    frame, report, name = _load_spec(spec, "training set", base_dir, name)
+    frame, report, name = _load_spec(
+        spec, "training set", base_dir, name, revision_key="data.training_set.revision"
+    )
     frame = _with_final_answers(frame, report)
     expected = spec.get("expected_size")
     if expected is not None and len(frame) != int(expected):
