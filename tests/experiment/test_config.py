@@ -21,6 +21,10 @@ def test_default_config_is_valid(repo_root):
         (lambda c: c.update(unknown_key=1), "'unknown_key' was unexpected"),
         (lambda c: c["evaluation"].update(samples_per_problem=0), "evaluation.samples_per_problem"),
         (lambda c: c["evaluation"].update(grading_workers=0), "evaluation.grading_workers"),
+        (
+            lambda c: c["evaluation"].update(grading_item_timeout_s=5.0),
+            "evaluation.grading_item_timeout_s: 5.0 is not above evaluation.grading_timeout_s",
+        ),
         (lambda c: c["scales"]["tiny"]["train"].update(lr="fast"), "scales.tiny.train.lr"),
         (
             lambda c: c["scales"]["tiny"]["lora"].update(target_modules=["lm_head"]),

@@ -76,7 +76,11 @@ def test_generation_and_grading_settings_are_split_by_stage(default, paper):
     # Hugging Face generate: the vLLM block does not change what it samples, so it is left out
     assert default.generation["backend"] == "hf" and "vllm" not in default.generation
     assert paper.generation["backend"] == "vllm" and "vllm" in paper.generation
-    assert set(default.grading) == {"grading_workers", "grading_timeout_s"}
+    assert set(default.grading) == {
+        "grading_workers",
+        "grading_timeout_s",
+        "grading_item_timeout_s",
+    }
     assert not set(default.grading) & set(default.generation)
     assert (default.generation_env, default.evaluation_gpus) == (CPU_ENV, 0)
     assert (paper.generation_env, paper.evaluation_gpus) == (GPU_ENV, 1)

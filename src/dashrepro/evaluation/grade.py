@@ -5,8 +5,8 @@
 ``grade_and_summarize`` also returns the checkpoint's summary (``evaluation.scoring``). A grader
 change reruns this stage only: the responses stay.
 
-    samples, summary = grade_and_summarize(responses, ["aime2024"], {"grading_workers": 2,
-                                                                    "grading_timeout_s": 5.0})
+    grading = {"grading_workers": 2, "grading_timeout_s": 5.0, "grading_item_timeout_s": 10.0}
+    samples, summary = grade_and_summarize(responses, ["aime2024"], grading)
 """
 
 from __future__ import annotations
@@ -21,7 +21,11 @@ from dashrepro.grading import grade_batch
 
 
 def grade_samples(
-    responses: pd.DataFrame, *, grading_workers: int = 2, grading_timeout_s: float = 5.0
+    responses: pd.DataFrame,
+    *,
+    grading_workers: int = 2,
+    grading_timeout_s: float = 5.0,
+    grading_item_timeout_s: float = 10.0,
 ) -> pd.DataFrame:
     """Add the grader's verdict to stored responses (no generation: a grader change reruns only this)."""
     missing = [c for c in RESPONSE_COLUMNS if c not in responses.columns]
@@ -32,6 +36,7 @@ def grade_samples(
         list(responses["gold"]),
         workers=grading_workers,
         timeout_s=grading_timeout_s,
+        item_timeout_s=grading_item_timeout_s,
     )
     graded = responses[RESPONSE_COLUMNS].copy()
     graded["extracted"] = [g["extracted"] for g in grades]
@@ -59,6 +64,7 @@ def grade_and_summarize(
         responses,
         grading_workers=grading["grading_workers"],
         grading_timeout_s=grading["grading_timeout_s"],
+        grading_item_timeout_s=grading["grading_item_timeout_s"],
     )
     known = {*benchmark_order, *([validation] if validation else [])}
     unknown = sorted(set(samples["benchmark"]) - known)

@@ -219,6 +219,12 @@ def check_semantics(config: Mapping) -> list[str]:
             "(data.validation); give the benchmark another"
         )
     evaluation = config["evaluation"]
+    if evaluation["grading_item_timeout_s"] <= evaluation["grading_timeout_s"]:
+        problems.append(
+            f"evaluation.grading_item_timeout_s: {evaluation['grading_item_timeout_s']} is not "
+            f"above evaluation.grading_timeout_s={evaluation['grading_timeout_s']}: math-verify's "
+            "own timeout could never fire before the worker is killed"
+        )
     vllm_len = (evaluation.get("vllm") or {}).get("max_model_len")
     if evaluation["backend"] == "vllm" and vllm_len is not None:
         if vllm_len <= evaluation["max_new_tokens"]:

@@ -42,7 +42,7 @@ GENERATION_KEYS = (
     "seed",
     "shard_size",
 )
-GRADING_KEYS = ("grading_workers", "grading_timeout_s")
+GRADING_KEYS = ("grading_workers", "grading_timeout_s", "grading_item_timeout_s")
 CPU_ENV = "../envs/cpu.yaml"
 GPU_ENV = "../envs/gpu.yaml"
 TABLE_FORMATS = ("csv", "md", "tex")

@@ -179,6 +179,8 @@ def _regrade(root: Path, responses_path: str, samples_path: str, samples) -> lis
         read_parquet(root / responses_path),
         grading_workers=int(grading.get("grading_workers", 2)),
         grading_timeout_s=float(grading.get("grading_timeout_s", 5.0)),
+        # Records written before the limit was a setting: it was 10 s.
+        grading_item_timeout_s=float(grading.get("grading_item_timeout_s", 10.0)),
     )
     keys = ["benchmark", "problem_id", "prompt_role", "sample_index"]
     if len(regraded) != len(samples):
