@@ -5,6 +5,7 @@ Run from the repository root:
     python benchmarks/grading.py            # N = 20,000 per mix
     python benchmarks/grading.py --quick    # N = 2,000 per mix
     python benchmarks/grading.py -n 50000 --workers 2
+    python benchmarks/grading.py --hostile  # the hostile-answer corpus: seconds per class
 
 Three synthetic workloads, each laid out like Avg@12 evaluation (N/12 problems x 12
 sampled responses, about half of them correct, a few hundred characters of reasoning
@@ -130,13 +131,46 @@ def _run(name: str, responses: list[str], golds: list[str], labels: list[bool], 
     return results
 
 
+def hostile(workers: int) -> None:
+    """Each class of ``dashrepro.grading.hostile`` graded under the default config's limits: its
+    path and seconds, the worst item against the hard limit, and the call's total."""
+    from pathlib import Path
+
+    import yaml
+
+    from dashrepro.grading.hostile import HOSTILE_ANSWERS
+
+    config = Path(__file__).resolve().parents[1] / "workflow_config.yaml"
+    evaluation = yaml.safe_load(config.read_text())["evaluation"]
+    timeout_s, item_s = evaluation["grading_timeout_s"], evaluation["grading_item_timeout_s"]
+    names = list(HOSTILE_ANSWERS)
+    t0 = time.perf_counter()
+    results = grade_batch([HOSTILE_ANSWERS[k][0] for k in names],
+                          [HOSTILE_ANSWERS[k][1] for k in names], workers=workers,
+                          timeout_s=timeout_s, item_timeout_s=item_s)  # fmt: skip
+    total = time.perf_counter() - t0
+    print(f"hostile answers, workers={workers}, math-verify timeout {timeout_s} s, hard limit "
+          f"{item_s} s per answer")  # fmt: skip
+    print(f"{'class':28s} {'chars':>9s} {'path':15s} {'seconds':>8s}")
+    for name, result in zip(names, results, strict=True):
+        chars = len(HOSTILE_ANSWERS[name][0])
+        print(f"{name:28s} {chars:9,d} {result['path']:15s} {result['seconds']:8.2f}")
+    worst = max(r["seconds"] for r in results)
+    print(f"worst item {worst:.2f} s (hard limit {item_s} s); the call {total:.1f} s for "
+          f"{len(names)} answers")  # fmt: skip
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("-n", type=int, default=20_000, help="responses per workload")
     ap.add_argument("--quick", action="store_true", help="N = 2,000 per workload")
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--hostile", action="store_true", help="the hostile-answer corpus only")
     args = ap.parse_args()
+    if args.hostile:
+        hostile(args.workers)
+        return
     n = 2_000 if args.quick else args.n
     rng = random.Random(args.seed)
     print(f"grade_batch throughput, workers={args.workers} (times include worker start-up)")
