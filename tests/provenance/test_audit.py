@@ -141,3 +141,30 @@ def test_the_command_line(tree, capsys):
         ["t", "base", "s", "average", "--root", str(tree), "--results", RESULTS, "--verify"]
     )
     assert status == 0 and "nothing of ours to check" in capsys.readouterr().out
+
+
+def test_a_regrade_tells_verdicts_at_a_limit_from_real_disagreements(tmp_path):
+    """A verdict reached at a time limit (or by a grader error) may change with the machine's
+    load: the regrade reports it as regrade_at_limit, apart from regrade_mismatch."""
+    import pandas as pd
+
+    from dashrepro.evaluation.grade import grade_samples
+    from dashrepro.evaluation.responses import RESPONSE_COLUMNS
+    from dashrepro.io import write_parquet
+    from dashrepro.provenance.audit.verify import _regrade
+
+    rows = [{"checkpoint": "m/s/seed0/step2", "benchmark": "b", "problem_id": f"p{i}",
+             "sample_index": 0, "seed": 1, "prompt_role": "student",
+             "response": f"\\boxed{{{i}}}", "n_tokens": 3, "finish_reason": "stop",
+             "gold": str(i)} for i in range(3)]  # fmt: skip
+    responses = pd.DataFrame(rows, columns=RESPONSE_COLUMNS)
+    write_parquet(tmp_path / "responses.parquet", responses)
+    samples = grade_samples(responses, grading_workers=1)
+    assert samples["correct"].all()
+    assert _regrade(tmp_path, "responses.parquet", "samples.parquet", samples) == []
+    samples.loc[0, "correct"] = False  # a disagreement
+    samples.loc[1, ["correct", "grading_path"]] = [False, "timeout"]  # graded at the limit
+    findings = _regrade(tmp_path, "responses.parquet", "samples.parquet", samples)
+    assert [f.kind for f in findings] == ["regrade_mismatch", "regrade_at_limit"]
+    assert "'p0'" in findings[0].detail and "'p1'" in findings[1].detail
+    assert findings[0].detail.startswith("1 grades") and findings[1].detail.startswith("1 grades")

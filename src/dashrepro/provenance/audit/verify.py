@@ -17,12 +17,15 @@ from dashrepro.provenance.audit.chain import (
 
 #: Relative tolerance when a number is derived again (a CSV holds floats to full precision).
 TOLERANCE = 1e-9
+#: Grading paths whose verdict was reached at a limit (time) or by a grader error.
+LIMIT_PATHS = ("timeout", "error")
 
 
 @dataclass
 class Finding:
     """One problem on a chain: ``kind`` (changed_input, changed_output, stale_input,
-    missing_file, mismatch, regrade_mismatch, mixed_code, mixed_config, fewer_seeds), the file
+    missing_file, mismatch, regrade_mismatch, regrade_at_limit, mixed_code, mixed_config,
+    fewer_seeds), the file
     it concerns, and what."""
 
     kind: str
@@ -189,11 +192,20 @@ def _regrade(root: Path, responses_path: str, samples_path: str, samples) -> lis
     left = samples.sort_values(keys).reset_index(drop=True)
     right = regraded.sort_values(keys).reset_index(drop=True)
     differ = left["correct"].astype(bool) != right["correct"].astype(bool)
-    if differ.any():
-        where = left.loc[differ, keys].head(3).to_dict("records")
-        return [Finding("regrade_mismatch", samples_path,
-                        f"{int(differ.sum())} grades differ from the responses' regrade, e.g. {where}")]  # fmt: skip
-    return []
+    # A verdict reached at a limit (math-verify's timeout, the hard limit, a grader error) can
+    # change with the machine's load: told apart from a real disagreement of the grader.
+    at_limit = left["grading_path"].isin(LIMIT_PATHS) | right["grading_path"].isin(LIMIT_PATHS)
+    findings = []
+    for kind, rows, what in (
+        ("regrade_mismatch", differ & ~at_limit, "grades differ from the responses' regrade"),
+        ("regrade_at_limit", differ & at_limit,
+         "grades differ from the regrade where one of them was reached at a time limit or a "
+         "grader error (the machine's load can change those)"),
+    ):  # fmt: skip
+        if rows.any():
+            where = left.loc[rows, keys].head(3).to_dict("records")
+            findings.append(Finding(kind, samples_path, f"{int(rows.sum())} {what}, e.g. {where}"))
+    return findings
 
 
 def consistency(root: str | Path, chain: CellChain) -> list[Finding]:
