@@ -38,7 +38,12 @@ def test_grade_and_summarize_counts_flags():
     graded, summary = grade_and_summarize(
         responses([("\\boxed{1}", "1"), ("nothing", "1")]),
         ["b"],
-        {"grading_workers": 0, "grading_timeout_s": 5.0, "grading_item_timeout_s": 10.0},
+        {
+            "grading_workers": 0,
+            "grading_timeout_s": 5.0,
+            "grading_item_timeout_s": 10.0,
+            "grading_memory_gib": 4.0,
+        },
     )
     bench = summary["benchmarks"]["b"]
     assert bench["avg_at_k"] == pytest.approx(50.0)
@@ -54,7 +59,7 @@ def test_the_summary_counts_the_verdicts_each_answer_form_normalisation_changed(
                    ("\\boxed{42 \\pmod{1000}}", "42"), ("\\boxed{3, 375}", "3375"),
                    ("\\boxed{7}", "7"), ("\\boxed{1042 \\pmod{1000}}", "42")]),
         ["b"],
-        {"grading_workers": 0, "grading_timeout_s": 5.0, "grading_item_timeout_s": 10.0},
+        {"grading_workers": 0, "grading_timeout_s": 5.0, "grading_item_timeout_s": 10.0, "grading_memory_gib": 4.0},
     )  # fmt: skip
     assert list(graded["correct"]) == [True, True, True, False, True, False]
     names = [n if isinstance(n, str) else None for n in graded["grading_normalisation"]]
@@ -73,7 +78,12 @@ def test_the_validation_split_is_graded_and_summarised_apart():
         ],
         ignore_index=True,
     )
-    grading = {"grading_workers": 0, "grading_timeout_s": 5.0, "grading_item_timeout_s": 10.0}
+    grading = {
+        "grading_workers": 0,
+        "grading_timeout_s": 5.0,
+        "grading_item_timeout_s": 10.0,
+        "grading_memory_gib": 4.0,
+    }
     graded, summary = grade_and_summarize(frame, ["b"], grading, validation="validation")
     assert len(graded) == 4
     assert list(summary["benchmarks"]) == ["b"]  # the benchmarks' mean leaves it out
@@ -306,7 +316,14 @@ def _graded_checkpoint(tmp_path):
 
     frame = responses([("\\boxed{1}", "1"), ("\\boxed{2}", "1"), ("\\boxed{3}", "3"), ("x", "3")])
     samples, summary = grade_and_summarize(
-        frame, ["b"], {"grading_workers": 1, "grading_timeout_s": 5, "grading_item_timeout_s": 10}
+        frame,
+        ["b"],
+        {
+            "grading_workers": 1,
+            "grading_timeout_s": 5,
+            "grading_item_timeout_s": 10,
+            "grading_memory_gib": 4,
+        },
     )
     write_parquet(tmp_path / "samples.parquet", samples)
     write_json(tmp_path / "summary.json", summary)
@@ -355,9 +372,9 @@ def test_evaluation_prompt_setting_reaches_the_sampled_prompts(generation_job, t
     assert len(discarded) == 3 and all("prompts changed" in line for line in discarded)
 
 
-def test_the_configured_hard_limit_per_answer_reaches_the_grader(monkeypatch):
-    """evaluation.grading_item_timeout_s is the limit grade_batch kills a worker at (it was a
-    fixed 10 s), from the config's grading settings through grade_and_summarize."""
+def test_the_configured_limits_per_answer_reach_the_grader(monkeypatch):
+    """evaluation.grading_item_timeout_s (the limit grade_batch kills a worker at; it was a fixed
+    10 s) and grading_memory_gib reach the grader from the config's grading settings."""
     import dashrepro.evaluation.grade as grade
 
     seen = {}
@@ -369,7 +386,8 @@ def test_the_configured_hard_limit_per_answer_reaches_the_grader(monkeypatch):
 
     monkeypatch.setattr(grade, "grade_batch", spy)
     frame = responses([("\\boxed{1}", "1")])
-    grading = {"grading_workers": 1, "grading_timeout_s": 2.5, "grading_item_timeout_s": 7.5}
+    grading = {"grading_workers": 1, "grading_timeout_s": 2.5, "grading_item_timeout_s": 7.5,
+               "grading_memory_gib": 3.0}  # fmt: skip
     samples, _ = grade.grade_and_summarize(frame, ["b"], grading)
-    assert seen == {"workers": 1, "timeout_s": 2.5, "item_timeout_s": 7.5}
+    assert seen == {"workers": 1, "timeout_s": 2.5, "item_timeout_s": 7.5, "memory_gib": 3.0}
     assert bool(samples["correct"].iloc[0])

@@ -80,6 +80,7 @@ def test_generation_and_grading_settings_are_split_by_stage(default, paper):
         "grading_workers",
         "grading_timeout_s",
         "grading_item_timeout_s",
+        "grading_memory_gib",
     }
     assert not set(default.grading) & set(default.generation)
     assert (default.generation_env, default.evaluation_gpus) == (CPU_ENV, 0)

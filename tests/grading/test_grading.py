@@ -533,3 +533,16 @@ def test_every_hostile_answer_gets_a_named_verdict_and_none_is_lost():
     # Numbers no machine can hold are never computed to the end: a timeout, never a crash.
     for name in ("a huge exponent", "a tower of exponents", "a huge factorial"):
         assert by_name[name]["path"] == "timeout" and not by_name[name]["correct"], name
+
+
+def test_an_answer_past_the_workers_memory_limit_is_a_grader_error_and_the_worker_goes_on():
+    """Parsing the 1 MB box peaks near 255 MB; under a 0.2 GiB address-space limit it raises
+    MemoryError in the worker: recorded on path "error" (the exact rule's verdict), and the
+    next answer in the same worker is graded as usual. Without a limit it runs to the timeout."""
+    from dashrepro.grading.hostile import HOSTILE_ANSWERS
+
+    responses = [HOSTILE_ANSWERS["a 1 MB box"][0], r"\boxed{2}"]
+    results = grade_batch(responses, ["1", "2"], workers=1, chunk_size=2, memory_gib=0.2)
+    assert results[0]["path"] == "error" and not results[0]["correct"]
+    assert results[0]["error"] == "memory limit reached while grading"
+    assert results[1]["path"] == "math_verify" and results[1]["correct"]

@@ -5,7 +5,8 @@
 ``grade_and_summarize`` also returns the checkpoint's summary (``evaluation.scoring``). A grader
 change reruns this stage only: the responses stay.
 
-    grading = {"grading_workers": 2, "grading_timeout_s": 5.0, "grading_item_timeout_s": 10.0}
+    grading = {"grading_workers": 2, "grading_timeout_s": 5.0, "grading_item_timeout_s": 10.0,
+               "grading_memory_gib": 4.0}  # fmt: skip
     samples, summary = grade_and_summarize(responses, ["aime2024"], grading)
 """
 
@@ -26,6 +27,7 @@ def grade_samples(
     grading_workers: int = 2,
     grading_timeout_s: float = 5.0,
     grading_item_timeout_s: float = 10.0,
+    grading_memory_gib: float | None = None,
 ) -> pd.DataFrame:
     """Add the grader's verdict to stored responses (no generation: a grader change reruns only this)."""
     missing = [c for c in RESPONSE_COLUMNS if c not in responses.columns]
@@ -37,6 +39,7 @@ def grade_samples(
         workers=grading_workers,
         timeout_s=grading_timeout_s,
         item_timeout_s=grading_item_timeout_s,
+        memory_gib=grading_memory_gib,
     )
     graded = responses[RESPONSE_COLUMNS].copy()
     graded["extracted"] = [g["extracted"] for g in grades]
@@ -65,6 +68,7 @@ def grade_and_summarize(
         grading_workers=grading["grading_workers"],
         grading_timeout_s=grading["grading_timeout_s"],
         grading_item_timeout_s=grading["grading_item_timeout_s"],
+        grading_memory_gib=grading["grading_memory_gib"],
     )
     known = {*benchmark_order, *([validation] if validation else [])}
     unknown = sorted(set(samples["benchmark"]) - known)

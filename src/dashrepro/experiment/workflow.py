@@ -42,7 +42,12 @@ GENERATION_KEYS = (
     "seed",
     "shard_size",
 )
-GRADING_KEYS = ("grading_workers", "grading_timeout_s", "grading_item_timeout_s")
+GRADING_KEYS = (
+    "grading_workers",
+    "grading_timeout_s",
+    "grading_item_timeout_s",
+    "grading_memory_gib",
+)
 CPU_ENV = "../envs/cpu.yaml"
 GPU_ENV = "../envs/gpu.yaml"
 TABLE_FORMATS = ("csv", "md", "tex")

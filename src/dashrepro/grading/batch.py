@@ -39,10 +39,24 @@ __all__ = ["grade_batch"]
 # ---------------------------------------------------------------------------------------
 
 
-def _worker_main(conn, timeout_s: float) -> None:
+def limit_address_space(limit_bytes: int | None) -> None:
+    """Cap this process's address space (RLIMIT_AS): an allocation past it raises MemoryError
+    here instead of growing until the OOM killer picks a process of the job. Never above the
+    hard limit the process was given."""
+    if not limit_bytes:
+        return
+    import resource
+
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    soft = int(limit_bytes) if hard == resource.RLIM_INFINITY else min(int(limit_bytes), hard)
+    resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
+
+
+def _worker_main(conn, timeout_s: float, memory_bytes: int | None = None) -> None:
     """Worker loop: receive chunks of (index, extracted, gold), send one result per item."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and cleanup
     _grade_extracted("1", "1", timeout_s)  # import math-verify and warm its caches
+    limit_address_space(memory_bytes)  # after the imports: they are not an answer's cost
     conn.send(("ready", None))
     while True:
         try:
@@ -74,10 +88,13 @@ def _worker_main(conn, timeout_s: float) -> None:
 class _Slot:
     """One worker process and what it is doing."""
 
-    def __init__(self, ctx, timeout_s: float):
+    def __init__(self, ctx, timeout_s: float, memory_bytes: int | None = None):
         parent_conn, child_conn = ctx.Pipe(duplex=True)
         self.proc = ctx.Process(
-            target=_worker_main, args=(child_conn, timeout_s), daemon=True, name="grader"
+            target=_worker_main,
+            args=(child_conn, timeout_s, memory_bytes),
+            daemon=True,
+            name="grader",
         )
         self.proc.start()
         child_conn.close()
@@ -119,6 +136,7 @@ def grade_batch(
     chunk_size: int | None = None,
     max_crash_retries: int = 1,
     startup_timeout_s: float = 120.0,
+    memory_gib: float | None = None,
 ) -> list[dict[str, Any]]:
     """Grade ``responses[i]`` against ``golds[i]`` for all i; results in input order.
 
@@ -132,7 +150,9 @@ def grade_batch(
     killed from outside, OOM) loses no finished items; its current item is retried up to
     ``max_crash_retries`` times, then recorded with ``path="error"``. Safe to call from
     any thread. ``chunk_size`` items are sent per task (default: up to 64, chosen so each
-    worker gets several chunks).
+    worker gets several chunks). ``memory_gib`` caps each worker's address space: an answer
+    whose grading allocates past it is recorded with ``path="error"`` (the exact rule's
+    verdict), and the worker goes on.
 
     ``workers == 0`` grades in-process with :func:`grade_response` semantics (main thread
     only, no hard timeout) -- for debugging.
@@ -161,7 +181,8 @@ def grade_batch(
     n_workers = min(workers, len(todo))
     if chunk_size is None:
         chunk_size = max(1, min(64, math.ceil(len(todo) / (n_workers * 4))))
-    limits = _Limits(timeout_s, item_timeout_s, max_crash_retries, startup_timeout_s)
+    memory_bytes = None if memory_gib is None else int(memory_gib * 2**30)
+    limits = _Limits(timeout_s, item_timeout_s, max_crash_retries, startup_timeout_s, memory_bytes)
     pool = _GradingPool(results, extracted_of, limits)
     pool.run(todo, n_workers, chunk_size)
     return results  # type: ignore[return-value]
@@ -173,6 +194,7 @@ class _Limits:
     item_timeout_s: float  # the hard per-item timeout the parent enforces
     max_crash_retries: int
     startup_timeout_s: float
+    memory_bytes: int | None = None  # each worker's address-space limit (RLIMIT_AS)
 
 
 class _GradingPool:
@@ -209,7 +231,7 @@ class _GradingPool:
                 slot.stop(hard=self.remaining > 0)
 
     def _new_slot(self) -> _Slot:
-        return _Slot(self.ctx, self.limits.timeout_s)
+        return _Slot(self.ctx, self.limits.timeout_s, self.limits.memory_bytes)
 
     def _tend_slots(self) -> list[float]:
         """Replace dead or overdue workers, hand out work; return the pending hard deadlines."""

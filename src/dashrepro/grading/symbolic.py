@@ -651,6 +651,10 @@ def _grade_plain(
         return _result(bool(ok), extracted, "math_verify")
     except TimeoutException as e:
         return _result(exact_fallback_match(pred, gold), extracted, "timeout", 0.0, str(e))
+    except MemoryError:
+        # The grading worker's address-space limit (grade_batch's memory_gib): a grader error.
+        ok = exact_fallback_match(pred, gold)
+        return _result(ok, extracted, "error", 0.0, "memory limit reached while grading")
     except Exception as e:
         return _result(exact_fallback_match(pred, gold), extracted, "exact_fallback", 0.0, repr(e))
 

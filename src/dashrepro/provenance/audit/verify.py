@@ -184,6 +184,7 @@ def _regrade(root: Path, responses_path: str, samples_path: str, samples) -> lis
         grading_timeout_s=float(grading.get("grading_timeout_s", 5.0)),
         # Records written before the limit was a setting: it was 10 s.
         grading_item_timeout_s=float(grading.get("grading_item_timeout_s", 10.0)),
+        grading_memory_gib=grading.get("grading_memory_gib"),  # None: no limit (as it was)
     )
     keys = ["benchmark", "problem_id", "prompt_role", "sample_index"]
     if len(regraded) != len(samples):
