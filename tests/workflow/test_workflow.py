@@ -457,7 +457,8 @@ def audit(workdir: Path, *args: str) -> subprocess.CompletedProcess:
 
 def test_an_audited_cell_reaches_the_raw_responses_and_the_training_run(finished_run):
     workdir, _ = finished_run
-    done = audit(workdir, "main_results", "dash", "tiny", "aime2025", "--verify", "--regrade")
+    done = audit(workdir, "main_results", "dash", "tiny", "aime2025", "--verify", "--regrade",
+                 "--config", str(workdir / "config.yaml"))  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     out = done.stdout
     for seed in (0, 1):

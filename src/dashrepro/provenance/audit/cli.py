@@ -20,16 +20,24 @@ def run_cli(args: Iterable[str] | None = None) -> int:
                         "experiment of workflow_config.yaml)")  # fmt: skip
     parser.add_argument("--root", default=".", help="the workflow's working directory")
     parser.add_argument("--verify", action="store_true", help="check hashes, derive again")
-    parser.add_argument("--regrade", action="store_true", help="with --verify: regrade too")
+    parser.add_argument(
+        "--regrade",
+        action="store_true",
+        help="with --verify: regrade too, with the grading settings of the experiment's config",
+    )
+    parser.add_argument("--config", nargs="+", default=None, metavar="FILE",
+                        help="the experiment's config: base and overlays (default: "
+                        "workflow_config.yaml under --root)")  # fmt: skip
     parser.add_argument("--report", action="store_true", help="audit every cell")
     parser.add_argument("--out", default=None, help="--report: folder for report.{md,html}")
     options = parser.parse_args(list(args) if args is not None else None)
     root = Path(options.root)
     results = options.results or _default_results(root)
+    grading = _config_grading(root, options.config) if options.regrade else None
     if options.report:
         from dashrepro.io import write_text
 
-        rows, markdown, page = audit_report(root, results, options.regrade)
+        rows, markdown, page = audit_report(root, results, grading)
         out = Path(options.out) if options.out else root / results / "audit"
         write_text(out / "report.md", markdown)
         write_text(out / "report.html", page)
@@ -45,7 +53,7 @@ def run_cli(args: Iterable[str] | None = None) -> int:
     print(render_chain(root, chain))
     if not (options.verify or options.regrade):
         return 0
-    findings = verify(root, chain, options.regrade)
+    findings = verify(root, chain, grading)
     print()
     if chain.copied_from:
         print("verify: a copied number; nothing of ours to check")
@@ -57,6 +65,22 @@ def run_cli(args: Iterable[str] | None = None) -> int:
     for finding in findings:
         print("  " + finding.line())
     return 1 if findings else 0
+
+
+def _config_grading(root: Path, files: list[str] | None) -> dict:
+    """The grading settings of the experiment's config (a regrade takes them from there, not
+    from the records in the results folder, which anyone can edit)."""
+    from dashrepro.experiment.config import load_config
+    from dashrepro.experiment.workflow import GRADING_KEYS
+
+    paths = [Path(f) for f in files] if files else [root / "workflow_config.yaml"]
+    if not paths[0].is_file():
+        raise SystemExit(
+            f"dashrepro audit: --regrade grades with the experiment config's settings; "
+            f"{paths[0]} is not a file (give --config BASE [OVERLAY ...])"
+        )
+    config = load_config(*paths)
+    return {key: config["evaluation"][key] for key in GRADING_KEYS}
 
 
 def _default_results(root: Path) -> str:

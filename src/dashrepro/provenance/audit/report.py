@@ -37,11 +37,12 @@ def score_cells(
 def audit_report(
     root: str | Path,
     results: str | Path,
-    regrade: bool = False,
+    regrade: Mapping | None = None,
     tables: Sequence[str] | None = None,
 ) -> tuple[list[dict], str, str]:
     """Audit every cell of the scores tables ``tables`` (None: every one under ``results``):
-    (one record per cell, Markdown, HTML)."""
+    (one record per cell, Markdown, HTML). ``regrade``: grade the selected checkpoints again
+    with these grading settings (the config's)."""
     root = Path(root)
     cache: dict = {}
     rows = []

@@ -24,8 +24,8 @@ LIMIT_PATHS = ("timeout", "error")
 @dataclass
 class Finding:
     """One problem on a chain: ``kind`` (changed_input, changed_output, stale_input,
-    missing_file, mismatch, regrade_mismatch, regrade_at_limit, mixed_code, mixed_config,
-    fewer_seeds), the file
+    missing_file, mismatch, regrade_mismatch, regrade_at_limit, changed_grading, mixed_code,
+    mixed_config, fewer_seeds), the file
     it concerns, and what."""
 
     kind: str
@@ -124,9 +124,10 @@ def _close(a: float, b: float) -> bool:
     return math.isclose(a, b, rel_tol=TOLERANCE, abs_tol=TOLERANCE)
 
 
-def rederive(root: str | Path, chain: CellChain, regrade: bool = False) -> list[Finding]:
-    """Summaries, selection and the cell derived again from the graded samples (``regrade``:
-    the selected checkpoints' samples graded again from their raw responses first)."""
+def rederive(root: str | Path, chain: CellChain, regrade: Mapping | None = None) -> list[Finding]:
+    """Summaries, selection and the cell derived again from the graded samples (``regrade``,
+    the experiment config's grading settings: the selected checkpoints' samples graded again
+    from their raw responses first, with those settings)."""
     import pandas as pd
 
     from dashrepro.analysis.selection import select_best_checkpoint
@@ -146,8 +147,8 @@ def rederive(root: str | Path, chain: CellChain, regrade: bool = False) -> list[
                     read_json(stored), summaries[step], chain.benchmarks
                 ):
                     findings.append(Finding("mismatch", seed.summaries[step], line))
-            if regrade and step == seed.selected_step and seed.responses:
-                findings += _regrade(root, seed.responses, path, samples)
+            if regrade is not None and step == seed.selected_step and seed.responses:
+                findings += _regrade(root, seed.responses, path, samples, regrade)
         again = select_best_checkpoint(summaries, chain.benchmarks)
         if again["selected_step"] != seed.selected_step:
             findings.append(Finding(
@@ -172,31 +173,40 @@ def rederive(root: str | Path, chain: CellChain, regrade: bool = False) -> list[
     return findings
 
 
-def _regrade(root: Path, responses_path: str, samples_path: str, samples) -> list[Finding]:
+def _regrade(
+    root: Path, responses_path: str, samples_path: str, samples, grading: Mapping
+) -> list[Finding]:
+    """The samples' verdicts against their responses graded again with ``grading`` (the config's
+    settings, not the samples' own record, which anyone can edit); a record that says the
+    samples were graded otherwise is a finding of its own."""
     from dashrepro.evaluation.grade import grade_samples
     from dashrepro.io import read_parquet
 
     record = output_record(root, samples_path) or {}
-    grading = (record.get("params") or {}).get("grading") or {}
+    recorded = (record.get("params") or {}).get("grading")
+    findings = []
+    if recorded is not None and dict(recorded) != dict(grading):
+        findings.append(Finding(
+            "changed_grading", samples_path,
+            f"graded with {dict(recorded)}, the config says {dict(grading)}",
+        ))  # fmt: skip
     regraded = grade_samples(
         read_parquet(root / responses_path),
-        grading_workers=int(grading.get("grading_workers", 2)),
-        grading_timeout_s=float(grading.get("grading_timeout_s", 5.0)),
-        # Records written before the limit was a setting: it was 10 s.
-        grading_item_timeout_s=float(grading.get("grading_item_timeout_s", 10.0)),
-        grading_memory_gib=grading.get("grading_memory_gib"),  # None: no limit (as it was)
+        grading_workers=int(grading["grading_workers"]),
+        grading_timeout_s=float(grading["grading_timeout_s"]),
+        grading_item_timeout_s=float(grading["grading_item_timeout_s"]),
+        grading_memory_gib=grading["grading_memory_gib"],
     )
     keys = ["benchmark", "problem_id", "prompt_role", "sample_index"]
     if len(regraded) != len(samples):
-        return [Finding("regrade_mismatch", samples_path,
-                        f"{len(samples)} graded rows, {len(regraded)} responses")]  # fmt: skip
+        return [*findings, Finding("regrade_mismatch", samples_path,
+                                   f"{len(samples)} graded rows, {len(regraded)} responses")]  # fmt: skip
     left = samples.sort_values(keys).reset_index(drop=True)
     right = regraded.sort_values(keys).reset_index(drop=True)
     differ = left["correct"].astype(bool) != right["correct"].astype(bool)
     # A verdict reached at a limit (math-verify's timeout, the hard limit, a grader error) can
     # change with the machine's load: told apart from a real disagreement of the grader.
     at_limit = left["grading_path"].isin(LIMIT_PATHS) | right["grading_path"].isin(LIMIT_PATHS)
-    findings = []
     for kind, rows, what in (
         ("regrade_mismatch", differ & ~at_limit, "grades differ from the responses' regrade"),
         ("regrade_at_limit", differ & at_limit,
@@ -243,8 +253,9 @@ def consistency(root: str | Path, chain: CellChain) -> list[Finding]:
     return findings
 
 
-def verify(root: str | Path, chain: CellChain, regrade: bool = False) -> list[Finding]:
-    """Every check on one cell: hashes, derivation (and regrading), consistency."""
+def verify(root: str | Path, chain: CellChain, regrade: Mapping | None = None) -> list[Finding]:
+    """Every check on one cell: hashes, derivation (and regrading with ``regrade``, the
+    config's grading settings), consistency."""
     if chain.copied_from:
         return []
     return [*check_hashes(root, chain), *rederive(root, chain, regrade), *consistency(root, chain)]
