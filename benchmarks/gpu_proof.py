@@ -49,7 +49,7 @@ per step is the per-device shape's most. The training rows are the embedded synt
 A 15-minute lease (what benchmarks/measured/gpu_proof_h200_2026-11-27 ran, in ~8 minutes;
 ``--write-config`` and ``--download-wheels`` made the inputs beforehand):
 
-    python benchmarks/gpu_proof.py --out /tmp/gp --backend hf --config-json paper_config.json \
+    python benchmarks/gpu_proof.py --out gp_out --backend hf --config-json paper_config.json \
         --wheels wheels --benchmark aime2024.jsonl --stages env,build,profile \
         --lanes 'train_opsd|evaluate|train_dash|deepspeed' --deadline-s 530
 
