@@ -28,6 +28,7 @@ include: "rules/report.smk"
 
 
 onstart:
+    stop_unless_downloads_are_pinned()
     stop_unless_jobs_can_import_vllm()
 
 

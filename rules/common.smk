@@ -12,6 +12,7 @@ from dashrepro.experiment.config import (  # noqa: E402
     validate_config,
     vllm_backend_problems,
 )
+from dashrepro.experiment.pins import unpinned_revisions  # noqa: E402
 from dashrepro.experiment.plan import plan_markdown  # noqa: E402
 from dashrepro.experiment.workflow import Experiment  # noqa: E402
 from dashrepro.hub import SNAPSHOT_RECORD, model_id_of  # noqa: E402
@@ -75,6 +76,21 @@ def stop_unless_jobs_can_import_vllm():
         return
     rules = {job.rule.name for job in workflow.dag.needrun_jobs()}
     problems = vllm_backend_problems(config, rules, sys.executable)
+    if problems:
+        raise WorkflowError("\n".join(problems))
+
+
+def stop_unless_downloads_are_pinned():
+    """Before any job (onstart: not in a dry run): every hub dataset or model that a job about
+    to run would download is pinned to a 40-hex commit; the keys that are not are all named.
+    `--touch` runs no job.
+    """
+    from snakemake.exceptions import WorkflowError
+
+    if workflow.touch:
+        return
+    jobs = [(job.rule.name, job.wildcards_dict) for job in workflow.dag.needrun_jobs()]
+    problems = unpinned_revisions(config, jobs)
     if problems:
         raise WorkflowError("\n".join(problems))
 

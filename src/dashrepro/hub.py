@@ -43,16 +43,36 @@ class UnpinnedRevisionError(ValueError):
     """A model without a 40-hex commit: the paper run stops and says how to pin it."""
 
 
-def check_revision(model_id: str, revision: object, where: str) -> str:
-    """``revision`` if it is a 40-hex commit, else ``UnpinnedRevisionError`` naming ``where``."""
-    if isinstance(revision, str) and _COMMIT.fullmatch(revision):
-        return revision
-    raise UnpinnedRevisionError(
+def is_commit(revision: object) -> bool:
+    """Whether ``revision`` is a full 40-hex commit hash: a branch or tag (``main``, ``v1.0``)
+    can move under a run, a short hash can become ambiguous."""
+    return isinstance(revision, str) and _COMMIT.fullmatch(revision) is not None
+
+
+def unpinned_model_message(model_id: str, revision: object, where: str) -> str:
+    """What to say of a model at ``revision`` that is not a commit: the key and how to pin it."""
+    return (
         f"{where}: model {model_id!r} is at revision {revision!r}, not a commit. Pin it to the "
         "model's 40-hex commit hash (the model page's 'Files and versions' > 'History', or "
         f'`python -c "import huggingface_hub as h; print(h.HfApi().model_info({model_id!r}).sha)"`) '
         "so that every job of the run loads the same weights"
     )
+
+
+def unpinned_dataset_message(what: str, dataset_id: str, revision: object, key: str) -> str:
+    """What to say of a hub dataset at ``revision`` that is not a commit: the key and how."""
+    return (
+        f"{what} {dataset_id!r}: revision {revision!r} is not a commit; pin {key} to the "
+        "dataset's 40-hex commit hash (the dataset page's 'History', or "
+        "huggingface_hub.HfApi().dataset_info(id).sha) so the data cannot change under the run"
+    )
+
+
+def check_revision(model_id: str, revision: object, where: str) -> str:
+    """``revision`` if it is a 40-hex commit, else ``UnpinnedRevisionError`` naming ``where``."""
+    if is_commit(revision):
+        return revision
+    raise UnpinnedRevisionError(unpinned_model_message(model_id, revision, where))
 
 
 def source_fingerprint(source: str | os.PathLike) -> str:

@@ -228,3 +228,30 @@ def test_a_vllm_backend_without_vllm_stops_before_any_job_and_dry_runs_anyway(re
     assert "evaluation.backend: vllm, but the jobs that need it would run in" in out, out[-3000:]
     assert "--sdm conda" in out and "set evaluation.backend: hf" in out
     assert not (tmp_path / "results").exists(), "a job started"
+
+
+def test_the_paper_stops_before_any_job_naming_every_unpinned_revision(repo_root, tmp_path):
+    """`main` can move under a run: a real run stops before its first job (not at the download
+    job, with others already started), every key named; pinned, the revisions pass."""
+    import yaml
+
+    workdir = paper_workdir(repo_root, tmp_path)
+    done = snakemake_in(repo_root, workdir, "--cores", "1", "all_tables")
+    out = done.stdout + done.stderr
+    assert done.returncode != 0
+    keys = ["data.training_set.revision", *(f"scales.{s}.revision" for s in
+            ("qwen3_1p7b", "qwen3_4b", "qwen3_8b"))]  # fmt: skip
+    for key in keys:
+        assert key in out, out[-3000:]
+    assert not (workdir / "results").exists() and not (workdir / "resources").exists()
+    config = yaml.safe_load((workdir / "config.yaml").read_text())
+    config["data"]["training_set"]["revision"] = "0123456789abcdef0123456789abcdef01234567"
+    for scale in ("qwen3_1p7b", "qwen3_4b", "qwen3_8b"):
+        config["scales"][scale]["revision"] = "89abcdef0123456789abcdef0123456789abcdef"
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
+    pinned = snakemake_in(repo_root, workdir, "--cores", "1", "all_tables")
+    out = pinned.stdout + pinned.stderr
+    # The next check before any job (this interpreter has no vLLM) is what stops it now.
+    assert pinned.returncode != 0 and "cannot import vllm" in out, out[-3000:]
+    assert not any(key in out for key in keys), out[-3000:]
+    assert not (workdir / "resources").exists()

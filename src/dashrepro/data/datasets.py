@@ -78,6 +78,7 @@ from dashrepro.data.report import (
     DroppedRow,
 )
 from dashrepro.data.spec import dataset_spec_problems
+from dashrepro.hub import is_commit, unpinned_dataset_message
 from dashrepro.io import sha256_file, write_parquet
 
 # --------------------------------------------------------------------------------------------
@@ -300,19 +301,12 @@ def load_benchmark(
     return frame, report
 
 
-_COMMIT = re.compile(r"[0-9a-f]{40}")
-
-
 def _require_commit(spec: Mapping, what: str, key: str) -> None:
     """A hub dataset must be pinned to a 40-hex commit: a branch name (``main``) can move under
-    a run (a finished run's benchmark could change), so it stops here, before any download."""
-    revision = spec.get("revision") if isinstance(spec, Mapping) else None
-    if isinstance(spec, Mapping) and "hf_id" in spec and not _COMMIT.fullmatch(str(revision)):
-        raise DataError(
-            f"{what} {spec['hf_id']!r}: revision {revision!r} is not a commit; pin {key} to the "
-            "dataset's 40-hex commit hash (the dataset page's 'History', or "
-            "huggingface_hub.HfApi().dataset_info(id).sha) so the data cannot change under the run"
-        )
+    a run (a finished run's benchmark could change), so it stops here, before any download.
+    The workflow checks the same before its first job (``Experiment.unpinned_revisions``)."""
+    if isinstance(spec, Mapping) and "hf_id" in spec and not is_commit(spec.get("revision")):
+        raise DataError(unpinned_dataset_message(what, spec["hf_id"], spec.get("revision"), key))
 
 
 def _with_final_answers(frame: pd.DataFrame, report: DataReport) -> pd.DataFrame:
