@@ -14,7 +14,9 @@ What it checks, in order (exit status 1 and the reason on the first failure):
    envs/gpu.yaml's pins. Without ``--write-lock`` or ``--pin`` it resolves them under
    envs/gpu-lock.txt as constraints, so the answer does not change when PyPI publishes something
    new, and then the result must be exactly the lock: a package the pins need and the lock lacks,
-   or a lock line they no longer need, fails.
+   or a lock line they no longer need, fails; so does a wheel whose sha256 (as the index gives it)
+   is not the one the lock records (each lock line carries its wheel's ``--hash``, which puts
+   ``pip install -r envs/gpu-lock.txt`` in hash-checking mode).
 3. The sdists built by envs/gpu.post-deploy.sh (DeepSpeed, flash-attn; installed there with
    ``--no-deps``) are listed in the lock at the same versions, and the requirements their sdists
    declare (PKG-INFO's Requires-Dist) are all met by the resolved stack.
@@ -83,6 +85,8 @@ GLIBC_MINOR = 31
 #: The lines in envs/gpu-lock.txt that name a package built by the post-deploy script: comments,
 #: so that ``pip install -r envs/gpu-lock.txt`` does not try to build it in isolation.
 POST_DEPLOY_LINE = re.compile(r"^# post-deploy: (\S+==\S+)\s*$")
+#: A lock line's one hash option: the sha256 of the wheel the resolver chose for the target.
+HASH = re.compile(r"sha256:[0-9a-f]{64}")
 #: ``NAME==VERSION`` assignments in the post-deploy script (its pins).
 POST_DEPLOY_PIN = re.compile(r"""^[A-Z_]+=["']?([A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+)""")
 #: Options allowed in an environment file's pip section: an index by URL, nothing by path.
@@ -200,11 +204,13 @@ def post_deploy_pins(path: Path = POST_DEPLOY) -> dict[str, str]:
 class Lock:
     wheels: dict[str, str]  # canonical name -> version, installed by pip from wheels
     post_deploy: dict[str, str]  # canonical name -> version, built by the post-deploy script
+    hashes: dict[str, str] = field(default_factory=dict)  # canonical name -> its wheel's sha256
 
 
 def read_lock(path: Path = GPU_LOCK) -> Lock:
     wheels: dict[str, str] = {}
     post: dict[str, str] = {}
+    hashes: dict[str, str] = {}
     for raw in path.read_text().splitlines():
         line = raw.strip()
         match = POST_DEPLOY_LINE.match(line)
@@ -212,12 +218,17 @@ def read_lock(path: Path = GPU_LOCK) -> Lock:
             requirement = Requirement(match.group(1))
             post[canonicalize_name(requirement.name)] = exact_version(requirement)
         elif line and not line.startswith("#"):
-            requirement = Requirement(line)
+            spec, *options = line.split(" --hash=")
+            requirement = Requirement(spec)
             version = exact_version(requirement)
-            if version is None:
-                raise CheckFailed(f"{path.name}: {line!r} is not NAME==VERSION")
-            wheels[canonicalize_name(requirement.name)] = version
-    return Lock(wheels, post)
+            if version is None or len(options) != 1 or not HASH.fullmatch(options[0]):
+                raise CheckFailed(
+                    f"{path.name}: {line!r} is not NAME==VERSION --hash=sha256:<64 hex>"
+                )
+            name = canonicalize_name(requirement.name)
+            wheels[name] = version
+            hashes[name] = options[0].removeprefix("sha256:")
+    return Lock(wheels, post, hashes)
 
 
 def read_pins(path: Path) -> dict[str, Requirement]:
@@ -375,6 +386,19 @@ def run_resolver(
         return json.loads((folder / "report.json").read_text())
 
 
+def resolved_hashes(report: dict) -> dict[str, str]:
+    """{canonical name: sha256} of the wheel a pip report would install for each package (the
+    index gives each file's hash; pip checks it on download)."""
+    hashes = {}
+    for item in report["install"]:
+        name = canonicalize_name(item["metadata"]["name"])
+        digest = item.get("download_info", {}).get("archive_info", {}).get("hashes", {})
+        if "sha256" not in digest:
+            raise CheckFailed(f"{name}: the index gave no sha256 for {item['download_info']}")
+        hashes[name] = digest["sha256"]
+    return hashes
+
+
 def resolved_versions(report: dict) -> dict[str, str]:
     """{canonical name: version} of every package a pip report would install."""
     return {
@@ -453,7 +477,11 @@ def unmet_requirements(
 
 
 def lock_text(
-    resolved: dict[str, str], post_deploy: dict[str, str], glibc_minor: int, index_url: str
+    resolved: dict[str, str],
+    hashes: dict[str, str],
+    post_deploy: dict[str, str],
+    glibc_minor: int,
+    index_url: str,
 ) -> str:
     lines = [
         "# The resolved GPU stack of envs/gpu.yaml: every package pip installs for its pins, found by",
@@ -464,12 +492,19 @@ def lock_text(
         "# stack in a plain Python 3.11 venv: pip install -r envs/gpu-lock.txt, then",
         "# bash envs/gpu.post-deploy.sh (needs nvcc, see there).",
         "#",
+        "# Each line carries the sha256 of the one wheel the resolver chose for that platform (as the",
+        "# index published it), so pip installs the lock in hash-checking mode: a file that is not",
+        "# the one locked stops the install. Another platform or Python needs its own lock.",
+        "#",
         "# Built from sdists by envs/gpu.post-deploy.sh (--no-build-isolation --no-deps); the",
         "# requirements they declare are met by the pins below:",
     ]
     lines += [f"# post-deploy: {name}=={version}" for name, version in sorted(post_deploy.items())]
     lines.append("")
-    lines += [f"{name}=={version}" for name, version in sorted(resolved.items())]
+    lines += [
+        f"{name}=={version} --hash=sha256:{hashes[name]}"
+        for name, version in sorted(resolved.items())
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -526,6 +561,15 @@ def check(args: argparse.Namespace) -> dict[str, str]:
                 + (f"; no longer needed: {', '.join(stale)}" if stale else "")
                 + ". Rewrite it: scripts/check_gpu_env.py --write-lock"
             )
+        # The same versions must be the same files: a wheel replaced on the index, or an index
+        # that serves other bytes under the locked name, fails here before any install does.
+        hashes = resolved_hashes(report)
+        changed = sorted(name for name in resolved if hashes[name] != lock.hashes.get(name))
+        if changed:
+            raise CheckFailed(
+                "envs/gpu-lock.txt: the index's wheel differs from the locked sha256 for "
+                + ", ".join(f"{name}=={resolved[name]}" for name in changed)
+            )
 
     # The post-deploy installs the sdists with --no-deps: what they declare must already be there.
     environment = {**default_environment(), **report.get("environment", {})}
@@ -544,7 +588,10 @@ def check(args: argparse.Namespace) -> dict[str, str]:
         print(f"[check_gpu_env] {name}=={version}: its declared requirements are met", flush=True)
 
     if args.write_lock:
-        GPU_LOCK.write_text(lock_text(resolved, post_deploy, args.glibc_minor, args.index_url))
+        lock = lock_text(
+            resolved, resolved_hashes(report), post_deploy, args.glibc_minor, args.index_url
+        )
+        GPU_LOCK.write_text(lock)
         print(f"[check_gpu_env] wrote {GPU_LOCK.relative_to(ROOT)} ({len(resolved)} packages)")
     stack = {**resolved, **post_deploy}
     summary = ", ".join(f"{name} {stack[name]}" for name in KEY_PACKAGES if name in stack)

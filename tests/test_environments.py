@@ -156,3 +156,40 @@ def test_gpu_env_check_fails_on_a_conflict(index):
     assert result.returncode == 1, result.stdout + result.stderr
     assert "ResolutionImpossible" in result.stderr
     assert "vllm 0.32.0 depends on transformers" in result.stderr
+
+
+def test_every_gpu_lock_line_carries_its_wheels_sha256():
+    lock = check_gpu_env.read_lock()
+    assert set(lock.hashes) == set(lock.wheels) and len(lock.wheels) > 100
+    assert all(len(digest) == 64 for digest in lock.hashes.values())
+
+
+def test_a_lock_line_without_a_hash_is_refused(tmp_path):
+    lock = tmp_path / "gpu-lock.txt"
+    lock.write_text("# post-deploy: deepspeed==0.19.8\n\naccelerate==1.15.0\n")
+    with pytest.raises(check_gpu_env.CheckFailed, match="'accelerate==1.15.0' is not NAME=="):
+        check_gpu_env.read_lock(lock)
+
+
+def test_a_wheel_other_than_the_locked_one_fails_the_check(monkeypatch):
+    """The resolver (faked: the lock's own versions, one wheel's bytes changed on the index)
+    resolves the locked versions, but one file is not the one locked: the check names it."""
+    lock = check_gpu_env.read_lock()
+    install = [
+        {"metadata": {"name": name, "version": version},
+         "download_info": {"archive_info": {"hashes": {"sha256": lock.hashes[name]}}}}
+        for name, version in lock.wheels.items()
+    ]  # fmt: skip
+    install[0]["download_info"]["archive_info"]["hashes"]["sha256"] = "0" * 64
+    monkeypatch.setattr(check_gpu_env, "index_reachable", lambda *a, **k: True)
+    monkeypatch.setattr(check_gpu_env, "run_resolver", lambda *a, **k: {"install": install})
+    monkeypatch.setattr(check_gpu_env, "sdist_requirements", lambda *a, **k: [])
+    args = check_gpu_env.parse_args([])
+    first = install[0]["metadata"]
+    with pytest.raises(check_gpu_env.CheckFailed) as failed:
+        check_gpu_env.check(args)
+    assert "differs from the locked sha256" in str(failed.value)
+    assert f"{first['name']}=={first['version']}" in str(failed.value)
+    # With the locked file, the same fake passes.
+    install[0]["download_info"]["archive_info"]["hashes"]["sha256"] = lock.hashes[first["name"]]
+    assert check_gpu_env.check(args)[first["name"]] == first["version"]
