@@ -8,7 +8,9 @@ nodes' platform, without installing anything, and fail on a conflict.
 What it checks, in order (exit status 1 and the reason on the first failure):
 
 1. envs/gpu.yaml and envs/cpu.yaml are self-contained: every pip requirement is an exact
-   ``NAME==VERSION`` pin, with no path (``-e ..``, ``-c file``, ``-r file``) into the checkout.
+   ``NAME==VERSION`` pin (or one wheel file over https, ``NAME @ https://.../NAME-VERSION-...whl``,
+   for a package from another index), with no path (``-e ..``, ``-c file``, ``-r file``) into
+   the checkout and no ``--extra-index-url``.
 2. pip's resolver (``pip install --dry-run --report``, wheels only, for CPython 3.11 on Linux
    x86_64 with manylinux wheels up to glibc 2.31) finds one set of versions for all of
    envs/gpu.yaml's pins. Without ``--write-lock`` or ``--pin`` it resolves them under
@@ -90,7 +92,11 @@ HASH = re.compile(r"sha256:[0-9a-f]{64}")
 #: ``NAME==VERSION`` assignments in the post-deploy script (its pins).
 POST_DEPLOY_PIN = re.compile(r"""^[A-Z_]+=["']?([A-Za-z0-9][A-Za-z0-9._-]*==[A-Za-z0-9.+!_-]+)""")
 #: Options allowed in an environment file's pip section: an index by URL, nothing by path.
-URL_OPTIONS = ("--index-url", "--extra-index-url")
+#: The one index option an environment file may give: the index for every package. Not
+#: ``--extra-index-url``: pip would look every package up on both indexes and take the best
+#: match from either (dependency confusion); a package from another index comes as a direct
+#: reference to its wheel file instead (``wheel_version``).
+URL_OPTIONS = ("--index-url",)
 
 KEY_PACKAGES = (
     "vllm",
@@ -151,8 +157,24 @@ def read_env_file(path: Path) -> EnvFile:
     return env
 
 
+def wheel_version(requirement: Requirement) -> str | None:
+    """The version a direct reference to a wheel over https names in its file name (PEP 427:
+    ``{name}-{version}-...whl``, e.g. torch's CPU build from PyTorch's index), else None."""
+    if not requirement.url or not requirement.url.startswith("https://"):
+        return None
+    filename = urllib.parse.unquote(urllib.parse.urlsplit(requirement.url).path.rsplit("/", 1)[-1])
+    parts = filename.removesuffix(".whl").split("-")
+    if not filename.endswith(".whl") or len(parts) < 5:
+        return None
+    if canonicalize_name(parts[0]) != canonicalize_name(requirement.name):
+        return None
+    return parts[1]
+
+
 def exact_version(requirement: Requirement) -> str | None:
-    """The version of an exact ``==`` pin, else None."""
+    """The version of an exact ``==`` pin or of a wheel file named by URL, else None."""
+    if requirement.url:
+        return wheel_version(requirement)
     specs = list(requirement.specifier)
     if len(specs) == 1 and specs[0].operator == "==" and "*" not in specs[0].version:
         return specs[0].version
@@ -175,15 +197,18 @@ def self_containment_problems(path: Path) -> list[str]:
             option, _, inline = option.partition("=")
             value = (inline or value).strip()
             if option not in URL_OPTIONS or not value.startswith(("https://", "http://")):
-                problems.append(f"{where}: only {' / '.join(URL_OPTIONS)} with a URL may be used")
+                problems.append(
+                    f"{where}: only {' / '.join(URL_OPTIONS)} with a URL may be used (a package "
+                    "from another index: NAME @ https://.../NAME-VERSION-...whl)"
+                )
             continue
         try:
             requirement = Requirement(line)
         except InvalidRequirement as error:
             problems.append(f"{where}: not a requirement ({error})")
             continue
-        if requirement.url:
-            problems.append(f"{where}: a URL or path, not a pin from the index")
+        if requirement.url and wheel_version(requirement) is None:
+            problems.append(f"{where}: a URL or path, not a pin or a wheel file over https")
         elif exact_version(requirement) is None:
             problems.append(f"{where}: not an exact NAME==VERSION pin")
     return problems

@@ -23,6 +23,7 @@ import pytest
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = REPO_ROOT / "scripts" / "check_gpu_env.py"
@@ -53,18 +54,25 @@ def test_environment_file_is_self_contained(name):
     assert check_gpu_env.self_containment_problems(REPO_ROOT / "envs" / name) == []
 
 
-def test_self_containment_rejects_paths_and_ranges(tmp_path):
+def test_self_containment_rejects_paths_ranges_and_a_second_index(tmp_path):
+    wheel = "https://download.pytorch.org/whl/cpu/torch-2.13.0%2Bcpu-cp311-cp311-manylinux_2_28_x86_64.whl"
     env_file = tmp_path / "env.yaml"
     env_file.write_text(
         "dependencies:\n  - python=3.11\n  - pip:\n"
         "      - -e ..\n      - -c cpu-constraints.txt\n      - -r ../requirements.txt\n"
         "      - torch>=2.4\n      - dashrepro @ file:///home/user/dashrepro\n      - flash-attn\n"
-        "      - --extra-index-url https://download.pytorch.org/whl/cpu\n      - peft==0.21.2\n"
+        "      - --extra-index-url https://download.pytorch.org/whl/cpu\n"
+        "      - deepspeed @ https://example.org/deepspeed-0.19.8.tar.gz\n"
+        f"      - torch @ {wheel}\n      - --index-url https://pypi.org/simple\n"
+        "      - peft==0.21.2\n"
     )
     problems = check_gpu_env.self_containment_problems(env_file)
-    assert len(problems) == 6, problems  # all but the index URL and the exact pin
-    for line in ["-e ..", "-c cpu-constraints.txt", "torch>=2.4", "flash-attn"]:
+    # All but the wheel file over https, the one index and the exact pin.
+    assert len(problems) == 8, problems
+    for line in ["-e ..", "-c cpu-constraints.txt", "torch>=2.4", "flash-attn",
+                 "--extra-index-url https://download.pytorch.org/whl/cpu"]:  # fmt: skip
         assert any(repr(line) in problem for problem in problems), line
+    assert check_gpu_env.wheel_version(Requirement(f"torch @ {wheel}")) == "2.13.0+cpu"
 
 
 def test_unmet_requirements_of_a_post_deploy_sdist():
@@ -113,7 +121,12 @@ def test_cpu_env_is_the_cpu_stack():
         if line.strip() and not line.startswith("#"):
             requirement = Requirement(line)
             constraints[canonicalize_name(requirement.name)] = str(requirement.specifier)[2:]
-    differ = {n: (v, constraints[n]) for n, v in pins.items() if constraints.get(n, v) != v}
+    # torch comes as its CPU wheel (2.13.0+cpu), which the constraint's 2.13.0 matches.
+    differ = {
+        n: (v, constraints[n])
+        for n, v in pins.items()
+        if Version(constraints.get(n, v)).public != Version(v).public
+    }
     assert differ == {}, "cpu.yaml (left) vs cpu-constraints.txt (right)"
     assert set(pins) <= set(constraints), "every cpu.yaml pin comes from the verified CPU stack"
 
