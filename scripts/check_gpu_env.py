@@ -260,7 +260,7 @@ def read_pins(path: Path) -> dict[str, Requirement]:
     """The requirement lines of a pip requirements/constraints file: {canonical name: line}."""
     pins = {}
     for raw in path.read_text().splitlines():
-        line = raw.split("#", 1)[0].strip()
+        line = raw.split("#", 1)[0].split(" --hash=", 1)[0].strip()
         if line:
             requirement = Requirement(line)
             pins[canonicalize_name(requirement.name)] = requirement

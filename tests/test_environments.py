@@ -206,3 +206,49 @@ def test_a_wheel_other_than_the_locked_one_fails_the_check(monkeypatch):
     # With the locked file, the same fake passes.
     install[0]["download_info"]["archive_info"]["hashes"]["sha256"] = lock.hashes[first["name"]]
     assert check_gpu_env.check(args)[first["name"]] == first["version"]
+
+
+_hash_spec = importlib.util.spec_from_file_location(
+    "hash_lock", REPO_ROOT / "scripts" / "hash_lock.py"
+)
+hash_lock = importlib.util.module_from_spec(_hash_spec)
+_hash_spec.loader.exec_module(hash_lock)
+
+
+def test_the_vllm_lock_hashes_every_pin_the_index_has():
+    """Only torch's +cpu build (PyTorch's index, unreachable where the lock is written) is
+    unhashed, and the lock's header says so; setup_env.sh installs the rest --require-hashes."""
+    lines = [line for line in check_gpu_env.VLLM_CPU_LOCK.read_text().splitlines() if line]
+    unhashed = [line for line in lines if not line.startswith("#") and " --hash=" not in line]
+    assert unhashed == ["torch==2.13.0+cpu"]
+    assert hash_lock.UNHASHED + "torch==2.13.0+cpu" in lines
+    assert sum(" --hash=sha256:" in line for line in lines) > 150
+
+
+def test_hash_lock_takes_the_wheels_this_interpreter_installs_else_the_sdist(monkeypatch):
+    here = next(iter(hash_lock.sys_tags()))
+    files = {
+        "demo": [
+            {"filename": f"demo-1.0-{here.interpreter}-{here.abi}-{here.platform}.whl",
+             "hashes": {"sha256": "a" * 64}},
+            {"filename": "demo-1.0-py3-none-any.whl", "hashes": {"sha256": "b" * 64}},
+            {"filename": "demo-1.0-cp27-cp27m-win32.whl", "hashes": {"sha256": "c" * 64}},
+            {"filename": "demo-1.0.tar.gz", "hashes": {"sha256": "d" * 64}},
+            {"filename": "demo-1.1-py3-none-any.whl", "hashes": {"sha256": "e" * 64}},
+            {"filename": "demo-1.0-py2.py3-none-any.whl", "hashes": {"sha256": "f" * 64},
+             "yanked": True},
+        ],
+        "plain": [{"filename": "plain-2.0.tar.gz", "hashes": {"sha256": "9" * 64}}],
+        "torch": [],
+    }  # fmt: skip
+    monkeypatch.setattr(hash_lock, "release_files", lambda name, index: files[name])
+    text = hash_lock.hashed_lock("# header\ndemo==1.0\nplain==2.0\ntorch==2.13.0+cpu\n")
+    assert text.splitlines() == [
+        "# header",
+        hash_lock.UNHASHED + "torch==2.13.0+cpu",
+        f"demo==1.0 --hash=sha256:{'a' * 64} --hash=sha256:{'b' * 64}",
+        f"plain==2.0 --hash=sha256:{'9' * 64}",
+        "torch==2.13.0+cpu",
+    ]
+    # Run again on its own output, the lock comes out the same (no second header line).
+    assert hash_lock.hashed_lock(text) == text
