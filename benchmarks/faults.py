@@ -12,8 +12,10 @@ next, and prints one table row:
 - ``nothing rerun`` / ``rerun`` for a change that is no fault (a touched file): whether the
   dry run of ``all`` had nothing to do.
 
-The faults are those of the reliability probe (issue 24) that a finished run can show in
-seconds each: damaged or replaced results, bad config overlays, a damaged base model folder. A
+The faults are those of the reliability probe (issue 24) and of the trust-boundary review
+(issue 37) that a finished run can show in seconds each: damaged or replaced results, bad
+config overlays (an experiment name outside results/, grading without a hard limit, a hub
+benchmark at a branch), a damaged base model folder. A
 damaged training state is checked where it is resumed (``tests/training/test_state_integrity.py``);
 kill -9 and resume in ``tests/workflow/test_workflow.py``.
 
@@ -138,16 +140,31 @@ def dry_run_all(workdir: Path) -> list[str]:
     return snakemake(workdir, "-n", "all")
 
 
-def overlay(text: bytes) -> Callable[[Path], str]:
+def overlay(text: bytes, names: str = "overlay.yaml") -> Callable[[Path], str]:
+    """An overlay with ``text``, whose error must name ``names`` (the file, or the key)."""
+
     def inject(workdir: Path) -> str:
         (workdir / "overlay.yaml").write_bytes(text)
-        return "overlay.yaml"
+        return names
 
     return inject
 
 
 def with_overlay(workdir: Path) -> list[str]:
     return snakemake(workdir, "-n", "all", configfiles=(str(workdir / "overlay.yaml"),))
+
+
+def with_overlay_run(workdir: Path) -> list[str]:
+    """A real run with the overlay (not a dry run): what the checks before the first job see."""
+    return snakemake(workdir, "--cores", "2", "all", configfiles=(str(workdir / "overlay.yaml"),))
+
+
+#: A benchmark from the hub at a branch, which can move under a finished run.
+HUB_BENCHMARK_AT_A_BRANCH = b"""benchmarks:
+  aime2024:
+    dataset: {hf_id: HuggingFaceH4/aime_2024, revision: main, split: train,
+              layout: hf_aime_2024, expected_size: 6}
+"""
 
 
 def forcerun_base_evaluation(workdir: Path) -> list[str]:
@@ -169,6 +186,17 @@ FAULTS = [
           overlay(b"statistics:\n  seed: 1\nstatistics:\n  seed: 2\n"), with_overlay),
     Fault("overlay sets lr: .inf",
           overlay(b"scales:\n  tiny:\n    train:\n      lr: .inf\n"), with_overlay),
+    Fault("overlay names the experiment '..'",
+          overlay(b"experiment: '..'\n", "experiment"), with_overlay),
+    Fault("overlay sets grading_workers: 0",
+          overlay(b"evaluation:\n  grading_workers: 0\n", "evaluation.grading_workers"),
+          with_overlay),
+    Fault("overlay's hard grading limit under math-verify's",
+          overlay(b"evaluation:\n  grading_item_timeout_s: 1\n",
+                  "evaluation.grading_item_timeout_s"), with_overlay),
+    Fault("overlay takes a hub benchmark at a branch",
+          overlay(HUB_BENCHMARK_AT_A_BRANCH, "benchmarks.aime2024.dataset.revision"),
+          with_overlay_run),
     Fault("overlay is empty", overlay(b""), with_overlay),
     Fault("overlay is not UTF-8", overlay(b"experiment: \xff\xfe\n"), with_overlay),
 ]  # fmt: skip
