@@ -38,8 +38,11 @@ from pathlib import Path
 
 import yaml
 
+from dashrepro.layout import BASE_ACCURACY, RESPONSES, SAMPLES, SUMMARY, Results
+
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = "results/e2e"
+LAYOUT = Results("e2e")  # the smoke run's experiment
+RESULTS = LAYOUT.root
 #: How Snakemake lists a job; a file named there is not named by an error.
 JOB_LISTING = ("input:", "output:", "log:", "benchmark:", "reason:", "wildcards:", "jobid:",
                "resources:", "rule ", "localrule ", "threads:")  # fmt: skip
@@ -70,20 +73,20 @@ def run_all(workdir: Path) -> list[str]:
 
 def swap_adapter(workdir: Path) -> str:
     """Another run's adapter copied over a checkpoint (the probe: washed into the tables)."""
-    target = workdir / RESULTS / "runs/dash/tiny/seed0/checkpoint-2/adapter_model.safetensors"
-    source = workdir / RESULTS / "runs/opsd/tiny/seed0/checkpoint-2/adapter_model.safetensors"
+    target = workdir / LAYOUT.adapter("dash", "tiny", 0, 2)
+    source = workdir / LAYOUT.adapter("opsd", "tiny", 0, 2)
     target.write_bytes(source.read_bytes())
     return str(target.relative_to(workdir))
 
 
 def edit_markdown_table(workdir: Path) -> str:
-    table = workdir / RESULTS / "tables/main_results.md"
+    table = workdir / LAYOUT.table("main_results", "md")
     table.write_text(table.read_text().replace("|", "| ", 1))
     return str(table.relative_to(workdir))
 
 
 def edit_latex_table(workdir: Path) -> str:
-    table = workdir / RESULTS / "tables/main_results.tex"
+    table = workdir / LAYOUT.table("main_results", "tex")
     table.write_text(table.read_text() + "% edited\n")
     return str(table.relative_to(workdir))
 
@@ -91,7 +94,7 @@ def edit_latex_table(workdir: Path) -> str:
 def edit_csv_cell(workdir: Path) -> str:
     import pandas as pd
 
-    table = workdir / RESULTS / "tables/main_results.csv"
+    table = workdir / LAYOUT.table("main_results", "csv")
     frame = pd.read_csv(table)
     frame.loc[0, "value"] = float(frame.loc[0, "value"]) + 0.5
     frame.to_csv(table, index=False)
@@ -101,7 +104,7 @@ def edit_csv_cell(workdir: Path) -> str:
 def edit_grade(workdir: Path) -> str:
     import pandas as pd
 
-    samples = workdir / RESULTS / "eval/dash/tiny/seed1/step2/samples.parquet"
+    samples = workdir / LAYOUT.checkpoint_file(SAMPLES, "dash", "tiny", 1, 2)
     frame = pd.read_parquet(samples)
     frame.loc[0, "correct"] = not frame.loc[0, "correct"]
     frame.to_parquet(samples, index=False)
@@ -109,7 +112,7 @@ def edit_grade(workdir: Path) -> str:
 
 
 def edit_summary(workdir: Path) -> str:
-    summary = workdir / RESULTS / "eval/dash/tiny/seed1/step2/summary.json"
+    summary = workdir / LAYOUT.checkpoint_file(SUMMARY, "dash", "tiny", 1, 2)
     data = json.loads(summary.read_text())
     data["mean_over_benchmarks"] += 1.0
     summary.write_text(json.dumps(data))
@@ -117,21 +120,21 @@ def edit_summary(workdir: Path) -> str:
 
 
 def truncate_responses(workdir: Path) -> str:
-    responses = workdir / RESULTS / "eval/opsd/tiny/seed0/step4/responses.parquet"
+    responses = workdir / LAYOUT.checkpoint_file(RESPONSES, "opsd", "tiny", 0, 4)
     responses.write_bytes(responses.read_bytes()[:100])
     return str(responses.relative_to(workdir))
 
 
 def empty_tokenizer(workdir: Path) -> str:
     """The base model folder's tokenizer.json emptied (not a declared output of any job)."""
-    tokenizer = workdir / RESULTS / "base_model/tiny/tokenizer.json"
+    tokenizer = workdir / LAYOUT.base_model("tiny") / "tokenizer.json"
     tokenizer.write_bytes(b"")
     return str(tokenizer.parent.relative_to(workdir))
 
 
 def touch_base_model(workdir: Path) -> str:
     """The base model's weights touched, bytes unchanged (a copy, a restore from a backup)."""
-    weights = workdir / RESULTS / "base_model/tiny/model.safetensors"
+    weights = workdir / LAYOUT.base_model("tiny") / "model.safetensors"
     weights.touch()
     return str(weights.relative_to(workdir))
 
@@ -168,7 +171,7 @@ HUB_BENCHMARK_AT_A_BRANCH = b"""benchmarks:
 
 
 def forcerun_base_evaluation(workdir: Path) -> list[str]:
-    target = f"{RESULTS}/eval/base/tiny/accuracy.json"
+    target = LAYOUT.base_eval_file(BASE_ACCURACY, "tiny")
     return snakemake(workdir, "--cores", "2", "--forcerun", "evaluate_base_model", target)
 
 

@@ -51,7 +51,7 @@ from dashrepro.analysis import statistics_report as sr  # noqa: E402
 from dashrepro.experiment.config import load_config  # noqa: E402
 from dashrepro.experiment.workflow import Experiment  # noqa: E402
 from dashrepro.io import read_parquet  # noqa: E402
-from dashrepro.layout import Results  # noqa: E402
+from dashrepro.layout import BASE_ACCURACY, STUDENT_SAMPLES, TEACHER_SAMPLES, Results  # noqa: E402
 
 OVERLAY = "config/experiments/tiny_scalar_kernels.yaml"
 PATHS = {"pinned AVX2": [], "scalar + MKL compatible": [OVERLAY]}
@@ -61,7 +61,7 @@ TABLE = "main_results"
 def targets(config: dict) -> list[str]:
     layout = Results(config["experiment"])
     scale = config["tables"][TABLE]["scale"]
-    return [layout.table(TABLE, "csv"), f"{layout.base_eval(scale)}/accuracy.json"]
+    return [layout.table(TABLE, "csv"), layout.base_eval_file(BASE_ACCURACY, scale)]
 
 
 def run(overlays: list[str], cores: int) -> None:
@@ -91,11 +91,11 @@ def read_path(overlays: list[str]) -> dict:
     benchmarks = list(config["benchmarks"])
     confidence = config["statistics"]["confidence"]
     base = REPO / layout.base_eval(scale)
-    teacher_benchmarks = json.loads((base / "accuracy.json").read_text())["teacher_benchmarks"]
-    teacher = read_parquet(base / "teacher_samples.parquet")
+    teacher_benchmarks = json.loads((base / BASE_ACCURACY).read_text())["teacher_benchmarks"]
+    teacher = read_parquet(base / TEACHER_SAMPLES)
     out = {
         "experiment": config["experiment"],
-        "student": mean_interval(read_parquet(base / "student_samples.parquet"), benchmarks,
+        "student": mean_interval(read_parquet(base / STUDENT_SAMPLES), benchmarks,
                                  confidence),
         "teacher": mean_interval(teacher[teacher["prompt_role"] == "teacher"],
                                  teacher_benchmarks, confidence),

@@ -56,12 +56,12 @@ rule evaluate_base_model:
         benchmarks=EXPERIMENT.benchmark_files(),
     output:
         accuracy=report(
-            f"{LAYOUT.base_eval()}/accuracy.json",
+            LAYOUT.base_eval_file(BASE_ACCURACY),
             caption="../report/base_accuracy.rst",
             category="Evaluation",
         ),
-        student_samples=f"{LAYOUT.base_eval()}/student_samples.parquet",
-        teacher_samples=f"{LAYOUT.base_eval()}/teacher_samples.parquet",
+        student_samples=LAYOUT.base_eval_file(STUDENT_SAMPLES),
+        teacher_samples=LAYOUT.base_eval_file(TEACHER_SAMPLES),
     log:
         LAYOUT.log("evaluate_base_model", "{scale}"),
     benchmark:

@@ -16,7 +16,19 @@ from dashrepro.experiment.pins import unpinned_revisions  # noqa: E402
 from dashrepro.experiment.plan import plan_markdown  # noqa: E402
 from dashrepro.experiment.workflow import Experiment  # noqa: E402
 from dashrepro.hub import SNAPSHOT_RECORD, model_id_of  # noqa: E402
-from dashrepro.layout import checkpoint_key, run_key  # noqa: E402
+from dashrepro.layout import (  # noqa: E402
+    BASE_ACCURACY,
+    RESPONSES,
+    SAMPLES,
+    STUDENT_SAMPLES,
+    SUMMARY,
+    TEACHER_CONTEXTS,
+    TEACHER_SAMPLES,
+    TOKEN_TRACES,
+    TRAIN_METRICS,
+    checkpoint_key,
+    run_key,
+)
 from snakemake_interface_executor_plugins.settings import ExecMode  # noqa: E402
 
 # `configfile:` loaded the YAML, then Snakemake merged any --configfile overlays and --config
@@ -132,14 +144,14 @@ def get_generation(wildcards):
 def get_run_summaries(wildcards):
     """Evaluation summaries of every checkpoint of one run (input of selection)."""
     return EXPERIMENT.checkpoint_eval_files(
-        wildcards.method, wildcards.scale, wildcards.seed, "summary.json"
+        SUMMARY, wildcards.method, wildcards.scale, wildcards.seed
     )
 
 
 def get_run_samples(wildcards):
     """Graded samples of every checkpoint of one run: selection recomputes each summary."""
     return EXPERIMENT.checkpoint_eval_files(
-        wildcards.method, wildcards.scale, wildcards.seed, "samples.parquet"
+        SAMPLES, wildcards.method, wildcards.scale, wildcards.seed
     )
 
 

@@ -9,7 +9,7 @@ rule generate_checkpoint_responses:
         adapter=LAYOUT.adapter(),
         benchmarks=EXPERIMENT.evaluation_files(),
     output:
-        responses=f"{LAYOUT.checkpoint_eval()}/responses.parquet",
+        responses=LAYOUT.checkpoint_file(RESPONSES),
     log:
         LAYOUT.log("generate_checkpoint_responses", checkpoint_key()),
     benchmark:
@@ -31,10 +31,10 @@ rule generate_checkpoint_responses:
 
 rule grade_checkpoint:
     input:
-        responses=f"{LAYOUT.checkpoint_eval()}/responses.parquet",
+        responses=LAYOUT.checkpoint_file(RESPONSES),
     output:
-        samples=f"{LAYOUT.checkpoint_eval()}/samples.parquet",
-        summary=f"{LAYOUT.checkpoint_eval()}/summary.json",
+        samples=LAYOUT.checkpoint_file(SAMPLES),
+        summary=LAYOUT.checkpoint_file(SUMMARY),
     log:
         LAYOUT.log("grade_checkpoint", checkpoint_key()),
     benchmark:

@@ -15,9 +15,9 @@ for _scale in config["scales"]:
                 LAYOUT.adapter(scale=_scale, step=step)
                 for step in EXPERIMENT.steps(_scale)
             ],
-            metrics=f"{LAYOUT.run(scale=_scale)}/train_metrics.parquet",
-            traces=f"{LAYOUT.run(scale=_scale)}/token_traces.parquet",
-            contexts=f"{LAYOUT.run(scale=_scale)}/teacher_contexts.parquet",
+            metrics=LAYOUT.run_file(TRAIN_METRICS, scale=_scale),
+            traces=LAYOUT.run_file(TOKEN_TRACES, scale=_scale),
+            contexts=LAYOUT.run_file(TEACHER_CONTEXTS, scale=_scale),
         log:
             LAYOUT.log("train_lora", run_key(scale=_scale)),
         benchmark:

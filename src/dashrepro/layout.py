@@ -40,6 +40,23 @@ def experiment_name_problem(name: str) -> str | None:
     return None
 
 
+#: The files of a training run's folder (``Results.run``): one row per step, and the per-token
+#: signals of the logged steps (``dashrepro.training.metrics``).
+TRAIN_METRICS = "train_metrics.parquet"
+TOKEN_TRACES = "token_traces.parquet"
+#: The privileged teacher's context of every training problem, as the run rendered it.
+TEACHER_CONTEXTS = "teacher_contexts.parquet"
+#: The files of a checkpoint's evaluation folder (``Results.checkpoint_eval``): the generations,
+#: the graded samples, the per-benchmark summary.
+RESPONSES = "responses.parquet"
+SAMPLES = "samples.parquet"
+SUMMARY = "summary.json"
+#: The files of a base model's evaluation folder (``Results.base_eval``).
+BASE_ACCURACY = "accuracy.json"
+STUDENT_SAMPLES = "student_samples.parquet"
+TEACHER_SAMPLES = "teacher_samples.parquet"
+
+
 class Results:
     """Every path under ``results/<experiment>/``: the one place that spells the results layout.
 
@@ -76,10 +93,18 @@ class Results:
         """The folder of a base model's student and teacher evaluation."""
         return f"{self.root}/eval/base/{scale}"
 
+    def base_eval_file(self, name: str, scale: str = "{scale}") -> str:
+        """A file of ``base_eval``: ``BASE_ACCURACY``, ``STUDENT_SAMPLES``, ``TEACHER_SAMPLES``."""
+        return f"{self.base_eval(scale)}/{name}"
+
     # training, evaluation, selection
     def run(self, method: str = "{method}", scale: str = "{scale}", seed="{seed}") -> str:
         """The folder of one training run (its checkpoints and records)."""
         return f"{self.root}/runs/{method}/{scale}/seed{seed}"
+
+    def run_file(self, name: str, method="{method}", scale="{scale}", seed="{seed}") -> str:
+        """A record of ``run``: ``TRAIN_METRICS``, ``TOKEN_TRACES`` or ``TEACHER_CONTEXTS``."""
+        return f"{self.run(method, scale, seed)}/{name}"
 
     def adapter(self, method="{method}", scale="{scale}", seed="{seed}", step="{step}") -> str:
         return f"{self.run(method, scale, seed)}/checkpoint-{step}/adapter_model.safetensors"
@@ -87,6 +112,11 @@ class Results:
     def checkpoint_eval(self, method="{method}", scale="{scale}", seed="{seed}", step="{step}"):
         """The folder of one checkpoint's evaluation (responses, samples, summary)."""
         return f"{self.root}/eval/{method}/{scale}/seed{seed}/step{step}"
+
+    def checkpoint_file(self, name: str, method="{method}", scale="{scale}", seed="{seed}",
+                        step="{step}") -> str:  # fmt: skip
+        """A file of ``checkpoint_eval``: ``RESPONSES``, ``SAMPLES`` or ``SUMMARY``."""
+        return f"{self.checkpoint_eval(method, scale, seed, step)}/{name}"
 
     def selection(self, method="{method}", scale="{scale}", seed="{seed}") -> str:
         return f"{self.root}/selection/{method}/{scale}/seed{seed}.json"

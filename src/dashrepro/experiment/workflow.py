@@ -29,7 +29,18 @@ from dashrepro.experiment.run_matrix import (
     spec_scales,
 )
 from dashrepro.hub import SNAPSHOT_RECORD, model_id_of, snapshot_folder
-from dashrepro.layout import PUBLISHED, Results, resolve_repo_path
+from dashrepro.layout import (
+    BASE_ACCURACY,
+    PUBLISHED,
+    RESPONSES,
+    SAMPLES,
+    STUDENT_SAMPLES,
+    SUMMARY,
+    TOKEN_TRACES,
+    TRAIN_METRICS,
+    Results,
+    resolve_repo_path,
+)
 
 # The generation settings a checkpoint's responses depend on (the rest of `evaluation` grades).
 GENERATION_KEYS = (
@@ -53,8 +64,8 @@ GPU_ENV = "../envs/gpu.yaml"
 TABLE_FORMATS = ("csv", "md", "tex")
 FIGURE_FORMATS = ("png", "pdf", "json")
 # The file of an input set in a checkpoint's evaluation folder, and in a run's folder.
-CHECKPOINT_FILES = {"summaries": "summary.json", "samples": "samples.parquet"}
-RUN_FILES = {"traces": "token_traces.parquet", "metrics": "train_metrics.parquet"}
+CHECKPOINT_FILES = {"summaries": SUMMARY, "samples": SAMPLES}
+RUN_FILES = {"traces": TOKEN_TRACES, "metrics": TRAIN_METRICS}
 
 
 class Experiment:
@@ -255,16 +266,15 @@ class Experiment:
     def train_all_runs_files(self) -> list[str]:
         """Every run of the matrix: each (method, scale) pair with each of its seeds."""
         return [
-            f"{self.layout.run(method, scale, seed)}/train_metrics.parquet"
+            self.layout.run_file(TRAIN_METRICS, method, scale, seed)
             for (method, scale), seeds in self.runs.items()
             for seed in seeds
         ]
 
-    def checkpoint_eval_files(self, method: str, scale: str, seed, name: str) -> list[str]:
-        """One evaluation file (summary.json, samples.parquet) of every checkpoint of one run."""
+    def checkpoint_eval_files(self, name: str, method: str, scale: str, seed) -> list[str]:
+        """One evaluation file (``SUMMARY``, ``SAMPLES``) of every checkpoint of one run."""
         return [
-            f"{self.layout.checkpoint_eval(method, scale, seed, t)}/{name}"
-            for t in self.steps(scale)
+            self.layout.checkpoint_file(name, method, scale, seed, t) for t in self.steps(scale)
         ]
 
     # tables and figures -------------------------------------------------------------------
@@ -290,11 +300,11 @@ class Experiment:
         if name == "selections":
             return layout.selection(*key)
         if name in CHECKPOINT_FILES:
-            return f"{layout.checkpoint_eval(*key)}/{CHECKPOINT_FILES[name]}"
+            return layout.checkpoint_file(CHECKPOINT_FILES[name], *key)
         if name in RUN_FILES:
-            return f"{layout.run(*key)}/{RUN_FILES[name]}"
+            return layout.run_file(RUN_FILES[name], *key)
         if name == "base_accuracy":
-            return f"{layout.base_eval(base_scale(self.config, key))}/accuracy.json"
+            return layout.base_eval_file(BASE_ACCURACY, base_scale(self.config, key))
         if name == "published":
             return self.published
         raise ValueError(f"unknown input set {name!r}")
@@ -372,7 +382,7 @@ class Experiment:
         return [self.published_layout.table(t, e) for t, e in product(tables, TABLE_FORMATS)]
 
     def base_accuracy_files(self) -> list[str]:
-        return [f"{self.layout.base_eval(scale)}/accuracy.json" for scale in self.base_scales]
+        return [self.layout.base_eval_file(BASE_ACCURACY, scale) for scale in self.base_scales]
 
     # statistics and audit -----------------------------------------------------------------
     def score_checkpoints(self) -> list[tuple]:
@@ -385,9 +395,9 @@ class Experiment:
         ]
 
     def score_files(self, name: str) -> list[str]:
-        """One file (samples, responses, ...) of every candidate checkpoint of every
+        """One file (``SAMPLES``, ``RESPONSES``, ...) of every candidate checkpoint of every
         scores-table run, in the order of ``score_checkpoints()``."""
-        return [f"{self.layout.checkpoint_eval(*key)}/{name}" for key in self.score_checkpoints()]
+        return [self.layout.checkpoint_file(name, *key) for key in self.score_checkpoints()]
 
     def score_table_files(self, ext: str = "csv") -> list[str]:
         return [self.layout.table(t, ext) for t in self.score_tables]
@@ -395,10 +405,9 @@ class Experiment:
     def statistics_inputs(self) -> dict:
         return {
             "tables": self.score_table_files(),
-            "samples": self.score_files("samples.parquet"),
+            "samples": self.score_files(SAMPLES),
             "base_samples": [
-                f"{self.layout.base_eval(base)}/student_samples.parquet"
-                for base in self.score_bases
+                self.layout.base_eval_file(STUDENT_SAMPLES, base) for base in self.score_bases
             ],
             "published": self.published,
         }
@@ -424,9 +433,9 @@ class Experiment:
                 self.layout.table(t, ext) for t in self.score_tables for ext in ("md", "tex")
             ],
             "selections": [self.layout.selection(m, c, s) for m, c, s in runs],
-            "samples": self.score_files("samples.parquet"),
-            "summaries": self.score_files("summary.json"),
-            "responses": self.score_files("responses.parquet"),
+            "samples": self.score_files(SAMPLES),
+            "summaries": self.score_files(SUMMARY),
+            "responses": self.score_files(RESPONSES),
             "adapters": [
                 self.layout.adapter(m, c, s, t) for m, c, s in runs for t in self.steps(c)
             ],

@@ -54,6 +54,7 @@ from dashrepro.io import (
     read_parquet,
     write_parquet,
 )
+from dashrepro.layout import TEACHER_CONTEXTS, TOKEN_TRACES, TRAIN_METRICS
 from dashrepro.sampling import Sample, derive_seed
 from dashrepro.training import checkpointing
 from dashrepro.training.batching import (
@@ -307,14 +308,14 @@ class DistillationRecipe:
             self.accelerator.load_state(
                 str(self._deepspeed_state(self.step)), load_module_strict=False
             )
-        if (self.resume_root / "train_metrics.parquet").exists():
-            done = read_parquet(self.resume_root / "train_metrics.parquet")
+        if (self.resume_root / TRAIN_METRICS).exists():
+            done = read_parquet(self.resume_root / TRAIN_METRICS)
             self.rows = done[done["step"] <= self.step].to_dict("records")
-        if (self.resume_root / "token_traces.parquet").exists():
-            done = read_parquet(self.resume_root / "token_traces.parquet")
+        if (self.resume_root / TOKEN_TRACES).exists():
+            done = read_parquet(self.resume_root / TOKEN_TRACES)
             self.traces = [done[done["step"] <= self.step]]
-        if (self.resume_root / "teacher_contexts.parquet").exists():
-            done = read_parquet(self.resume_root / "teacher_contexts.parquet")
+        if (self.resume_root / TEACHER_CONTEXTS).exists():
+            done = read_parquet(self.resume_root / TEACHER_CONTEXTS)
             self.contexts = [done[done["step"] <= self.step]]
         self.log(
             f"[train] resuming {self.method.name} seed {self.seed} after step {self.step} "
@@ -581,10 +582,10 @@ class DistillationRecipe:
         # The records first: a resume keeps their rows up to the newest complete state, so rows
         # of steps after it are harmless, while a state whose records were never written (a
         # kill between the two) would lose the rows of its last steps.
-        write_parquet(self.resume_root / "train_metrics.parquet", pd.DataFrame(self.rows))
+        write_parquet(self.resume_root / TRAIN_METRICS, pd.DataFrame(self.rows))
         if self.traces:
-            write_parquet(self.resume_root / "token_traces.parquet", pd.concat(self.traces))
-        write_parquet(self.resume_root / "teacher_contexts.parquet", self._context_records())
+            write_parquet(self.resume_root / TOKEN_TRACES, pd.concat(self.traces))
+        write_parquet(self.resume_root / TEACHER_CONTEXTS, self._context_records())
         checkpointing.save_training_state(
             checkpointing.state_dir(self.resume_root, step),
             model=self.policy,
@@ -640,9 +641,9 @@ class DistillationRecipe:
                     export_adapter(checkpointing.state_dir(self.resume_root, step), checkpoint)
             if self.traces:
                 traces = pd.concat(self.traces, ignore_index=True)
-                write_parquet(self.out_dir / "token_traces.parquet", traces)
-            write_parquet(self.out_dir / "teacher_contexts.parquet", self._context_records())
-            write_parquet(self.out_dir / "train_metrics.parquet", metrics)
+                write_parquet(self.out_dir / TOKEN_TRACES, traces)
+            write_parquet(self.out_dir / TEACHER_CONTEXTS, self._context_records())
+            write_parquet(self.out_dir / TRAIN_METRICS, metrics)
             shutil.rmtree(self.resume_root, ignore_errors=True)
         self.accelerator.wait_for_everyone()
         return metrics
