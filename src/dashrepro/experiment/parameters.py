@@ -88,7 +88,7 @@ _KAPPA = Param(minimum=0.0, meaning="gate sharpness of the sigmoid(-kappa x gap)
 
 
 @dataclass(frozen=True)
-class Aggregation:
+class AggregationSpec:
     """What an aggregation of ``objectives.AGGREGATIONS`` declares, in its one entry here: its
     parameters (the function's keyword arguments, with their ranges) and whether it reads the
     teacher's per-token entropy (the trainer computes it and passes ``teacher_entropy``)."""
@@ -98,18 +98,18 @@ class Aggregation:
 
 
 #: Every aggregation (``methods.<m>.aggregation``); its function is ``objectives.AGGREGATIONS``'s.
-AGGREGATION_SPECS: dict[str, Aggregation] = {
-    "opsd": Aggregation(params={}),
-    "dash": Aggregation(params={"kappa": _KAPPA}),
-    "fixed_lambda": Aggregation(
+AGGREGATION_SPECS: dict[str, AggregationSpec] = {
+    "opsd": AggregationSpec(params={}),
+    "dash": AggregationSpec(params={"kappa": _KAPPA}),
+    "fixed_lambda": AggregationSpec(
         params={"lam": Param(minimum=0.0, maximum=1.0, required=True, meaning="the constant gate")}
     ),
-    "inverse_gap": Aggregation(params={"kappa": _KAPPA}),
-    "normalized_dash": Aggregation(params={"kappa": _KAPPA}),
-    "scale_matched_opsd": Aggregation(params={"kappa": _KAPPA}),
-    "entropy_gate": Aggregation(params={"kappa": _KAPPA}, needs_teacher_entropy=True),
-    "soft_or": Aggregation(params={"kappa": _KAPPA}, needs_teacher_entropy=True),
-    "pw_opsd": Aggregation(
+    "inverse_gap": AggregationSpec(params={"kappa": _KAPPA}),
+    "normalized_dash": AggregationSpec(params={"kappa": _KAPPA}),
+    "scale_matched_opsd": AggregationSpec(params={"kappa": _KAPPA}),
+    "entropy_gate": AggregationSpec(params={"kappa": _KAPPA}, needs_teacher_entropy=True),
+    "soft_or": AggregationSpec(params={"kappa": _KAPPA}, needs_teacher_entropy=True),
+    "pw_opsd": AggregationSpec(
         params={
             "position_w_min": Param(minimum=0.0, maximum=1.0, meaning="weight of the first token"),
             "position_tau": Param(minimum=0.0, maximum=1.0, meaning="midpoint, a fraction of T"),

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from dashrepro.layout import Results
 from dashrepro.provenance.audit.chain import AuditError, cell_chain, render_chain
 from dashrepro.provenance.audit.report import audit_report
 from dashrepro.provenance.audit.verify import verify
@@ -88,4 +89,4 @@ def _default_results(root: Path) -> str:
 
     config = root / "workflow_config.yaml"
     experiment = yaml.safe_load(config.read_text())["experiment"] if config.is_file() else "tiny"
-    return f"results/{experiment}"
+    return Results(experiment).root
