@@ -17,17 +17,18 @@ from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
 from dashrepro.training.checkpointing import (
-    STATE_FILE,
     ResumeConfigMismatch,
-    latest_complete_checkpoint,
     load_training_state,
-    newest_complete_steps,
-    prune_states,
     save_training_state,
-    state_dir,
 )
 from dashrepro.training.fingerprint import config_fingerprint
 from dashrepro.training.preemption import PREEMPTED_EXIT_CODE, PreemptionGuard
+from dashrepro.training.state_choice import (
+    latest_complete_checkpoint,
+    newest_complete_steps,
+    prune_states,
+)
+from dashrepro.training.state_integrity import STATE_FILE, state_dir
 
 STEPS = 12
 RUN_CONFIG = {"train": {"lr": 2e-3, "steps": STEPS, "micro_batch_size": 2}, "seed": 3}

@@ -32,18 +32,16 @@ from test_checkpointing import (
     train_steps,
 )
 
-from dashrepro.training import checkpointing
-from dashrepro.training.checkpointing import (
+from dashrepro.training import state_choice, state_integrity
+from dashrepro.training.checkpointing import StateFileError
+from dashrepro.training.recipe import DistillationRecipe
+from dashrepro.training.state_choice import choose_state, prune_states, resumable_state
+from dashrepro.training.state_integrity import (
     STATE_FILE,
-    StateFileError,
-    choose_state,
     has_file_hashes,
-    prune_states,
-    resumable_state,
     state_dir,
     state_problems,
 )
-from dashrepro.training.recipe import DistillationRecipe
 
 SAVED = (1, 2, 3)  # states after these steps; the trainer's pruning keeps 2 and 3 whole
 END = 5  # the uninterrupted run goes on to this step
@@ -391,7 +389,7 @@ def test_the_recipe_keeps_the_deepspeed_folders_of_the_two_newest_states(tmp_pat
         recipe._write_state(step)
         kept = sorted(p.name for p in root.glob("deepspeed-step-*"))
         assert kept == [f"deepspeed-step-{s:06d}" for s in (step - 1, step) if s >= 1]
-    assert checkpointing.newest_complete_steps(root) == [3, 4]
+    assert state_choice.newest_complete_steps(root) == [3, 4]
     assert all((state_dir(root, s) / "optimizer.pt").is_file() for s in (3, 4))
     assert not any((state_dir(root, s) / "optimizer.pt").exists() for s in (1, 2))
 
@@ -433,7 +431,7 @@ def test_a_file_added_to_a_deepspeed_folder_is_named(tmp_path, monkeypatch):
     recipe = write_deepspeed_states(tmp_path, monkeypatch)
     stray = recipe.resume_root / "deepspeed-step-000003/pytorch_model/extra.pt"
     stray.write_bytes(b"x")
-    problems = checkpointing.companion_folder_problems(
+    problems = state_integrity.companion_folder_problems(
         state_dir(recipe.resume_root, 3), "deepspeed_files", stray.parents[1]
     )
     assert problems == [f"{stray}: not in the state's record"]
@@ -448,7 +446,9 @@ def test_intact_deepspeed_states_verify_and_older_records_are_checked_for_presen
     assert recipe.lines == []
     # A record without the key (written before DeepSpeed folders were hashed): nothing to compare.
     assert (
-        checkpointing.companion_folder_problems(state_dir(recipe.resume_root, 3), "other", tmp_path)
+        state_integrity.companion_folder_problems(
+            state_dir(recipe.resume_root, 3), "other", tmp_path
+        )
         == []
     )
 
@@ -476,7 +476,7 @@ def test_the_trainer_resumes_from_the_state_before_a_damaged_one(
     run = write_run(tmp_path / "run.json", tiny_setup, default_config, out, **budget)
     rc = start_and_interrupt(run, out, 2, lambda p: p.send_signal(signal.SIGKILL))
     assert rc == -signal.SIGKILL
-    newest = checkpointing.latest_complete_checkpoint(out / ".resume")
+    newest = state_choice.latest_complete_checkpoint(out / ".resume")
     previous = int(newest.name.split("-")[1]) - 1
     assert previous >= 1 and (state_dir(out / ".resume", previous) / "optimizer.pt").is_file()
     flip_one_bit(newest / "adapter_model.safetensors")

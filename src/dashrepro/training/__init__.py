@@ -13,6 +13,7 @@ run.json`` (``accelerate launch`` for several processes). Modules, one idea each
 - ``model``: the base network with a fresh LoRA adapter; AdamW and its schedule;
 - ``distributed``: the accelerator, the DeepSpeed config, cross-process agreement;
 - ``metrics``: per-step metrics and per-token traces;
-- ``checkpointing``: resumable training states (with ``fingerprint``, ``rng``, ``adapters``,
-  ``preemption``).
+- ``checkpointing``: save and load a resumable training state (with ``fingerprint``, ``rng``,
+  ``adapters``, ``preemption``); ``state_integrity``: what a state's folder holds and whether it
+  is intact; ``state_choice``: which state a run resumes from, and pruning.
 """

@@ -1,86 +1,25 @@
-"""Resumable training states of the LoRA trainer: save, validate, find, load, prune.
+"""Save and load a resumable training state of the LoRA trainer.
 
-A *training state* is everything the trainer (``recipe.DistillationRecipe``) needs to continue a
-run as if it had never stopped: the adapter weights, the AdamW moments, the LR scheduler's
-counters, every random number generator a step touches (``rng``: torch CPU and CUDA, numpy's
-global one, Python's global one and a caller's own ``random.Random``) and a JSON data cursor.
-Continuing from a state on the same hardware and library versions reproduces the uninterrupted
-run bit for bit (``tests/training/test_checkpointing.py`` checks it on a toy loop,
-``tests/training/test_trainer_resume.py`` on the trainer after ``kill -9`` and SIGUSR1).
-
-On-disk layout, one folder per step (``state_dir(root, step)`` -> ``root/step-000040``)::
-
-    step-000040/
-      adapter_config.json          PEFT adapter (model.save_pretrained); peft and vLLM load it
-      adapter_model.safetensors
-      README.md                    written by peft, unused
-      optimizer.pt                 torch.save(optimizer.state_dict())
-      scheduler.pt                 torch.save(scheduler.state_dict())
-      rng_state.pt                 torch.save of the torch/CUDA/numpy/Python RNG states
-                                   (all three .pt files load with torch.load(weights_only=True))
-      trainer_state.json           step, data_state, extra, run_config, fingerprint, versions,
-                                   files (size and sha256 of every file a resume reads) and
-                                   record_sha256 (of the record itself)
-
-The folder is written through ``io.atomic_dir``: it is built under a hidden temporary name
-(``.step-000040.<random>.tmp``) and renamed into place only once every file is written, fsynced
-and read back, so a job killed mid-save (preemption, time limit, OOM) never leaves a folder under
-the final name that a resume could trust. Nothing here is pickled beyond tensors, numbers,
-strings, lists, tuples and dicts: numpy arrays and Python's RNG tuples are stored as int64 tensors.
-
-A state is checked before it is trusted: ``save_training_state`` records in trainer_state.json the
-size and sha256 of every file a resume reads (the adapter's config and weights, optimizer.pt,
-scheduler.pt, rng_state.pt), hashed in the temporary folder before the rename, and a sha256 of
-the record itself. ``state_problems`` lists what no longer matches (a flipped bit, a truncated or
-missing file), one line per problem naming the file; ``load_training_state`` refuses such a state
-(``StateFileError``), and ``resumable_state`` -- what the trainer resumes from -- removes every
-damaged state newer than the newest that verifies and returns that one. For this fallback
-``prune_states`` keeps the two newest complete states whole. A state written before the record
-had file hashes is resumed unverified (``StateChoice.unverified``; the trainer logs it); a file
-of any state that does not load anyway raises ``StateFileError`` naming it. A folder saved beside
-a state (a DeepSpeed run's engine state) is recorded the same way in the state's ``extra``
-(``folder_file_record``) and checked by ``companion_folder_problems``.
-
-A state is tied to the run's config through ``config_fingerprint``: ``load_training_state``
-refuses a state written under a different config (``ResumeConfigMismatch``), naming every key
-that differs, instead of silently mixing two runs; ``state_config_differences`` lists those keys
-without raising (the trainer then discards the kept states and starts afresh).
-
-Use (sketch; ``preemption.PreemptionGuard`` turns SIGTERM/SIGUSR1 into ``guard.requested``)::
-
-    with PreemptionGuard() as guard:
-        start = 0
-        if (latest := resumable_state(states, log=print)) is not None:
-            start = load_training_state(latest, model=model, optimizer=optimizer,
-                                        scheduler=scheduler, python_rng=rng,
-                                        run_config=run_config)["step"]
-        for step in range(start + 1, steps + 1):
-            ...  # one optimisation step
-            if step in save_at or guard.requested:
-                save_training_state(state_dir(states, step), model=model, ..., step=step)
-                # Keep every adapter but the optimizer moments of the two newest states only.
-                prune_states(states, keep_steps=set())
-            if guard.requested:
-                sys.exit(PREEMPTED_EXIT_CODE)  # the scheduler requeues; the rerun resumes here
-
-Saving happens between optimisation steps only (after ``scheduler.step()``), never inside one:
-the state then has no half-accumulated gradients to carry. ``PreemptionGuard``,
-``PREEMPTED_EXIT_CODE`` (``preemption``) and the adapter-folder helpers ``AdapterFileError``,
-``check_adapter_files``, ``load_adapter`` (``adapters``) are importable from here too.
+A training state is everything ``recipe.DistillationRecipe`` needs to continue a run as if it
+had never stopped: the adapter weights, the AdamW moments, the LR scheduler's counters, every
+random number generator a step touches and a JSON data cursor; resuming on the same hardware and
+library versions reproduces the uninterrupted run bit for bit (``tests/training``). The folder
+is written through ``io.atomic_dir`` and records the sha256 of every file a resume reads
+(``state_integrity``); ``load_training_state`` refuses a damaged state (``StateFileError``) and
+one written under another run config (``ResumeConfigMismatch``, naming every differing key).
+Which state to resume and what to prune: ``state_choice``. Saving happens between optimisation
+steps only, so a state carries no half-accumulated gradients. Nothing is pickled beyond tensors,
+numbers, strings, lists, tuples and dicts.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
 import platform
 import random
-import re
-import shutil
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -90,30 +29,31 @@ from peft import get_peft_model_state_dict, set_peft_model_state_dict
 from safetensors.torch import load_file
 
 from dashrepro.adapters import (
-    ADAPTER_CONFIG,
     ADAPTER_WEIGHTS,
     AdapterFileError,
     save_adapter,
 )
-from dashrepro.io import atomic_dir, sha256_file
+from dashrepro.io import atomic_dir
 from dashrepro.training.fingerprint import config_diff, config_fingerprint, normalised_config
 from dashrepro.training.rng import capture_rng, restore_rng
+from dashrepro.training.state_integrity import (
+    OPTIMIZER_FILE,
+    RNG_FILE,
+    SCHEDULER_FILE,
+    STATE_FILE,
+    adapter_folder,
+    file_record,
+    needed_files,
+    read_state_record,
+    record_digest,
+    state_problems,
+)
 
 _LOG = logging.getLogger(__name__)
 
-#: Version of the folder layout above; ``load_training_state`` refuses any other.
+#: Version of the state folder's layout (``state_integrity``); ``load_training_state`` refuses
+#: any other.
 FORMAT_VERSION = 1
-
-OPTIMIZER_FILE = "optimizer.pt"
-SCHEDULER_FILE = "scheduler.pt"
-RNG_FILE = "rng_state.pt"
-STATE_FILE = "trainer_state.json"
-
-#: How many of the newest complete states ``prune_states`` keeps whole (resumable): the newest,
-#: and the one a resume falls back to when the newest turns out damaged.
-KEPT_RESUME_POINTS = 2
-
-_STEP_DIR = re.compile(r"step-(\d+)")
 
 
 class ResumeConfigMismatch(ValueError):
@@ -127,11 +67,6 @@ class StateFileError(ValueError):
 
 # ------------------------------------------------------------------------------------------------
 # Save / load
-
-
-def state_dir(root: str | os.PathLike, step: int) -> Path:
-    """The folder of the state after ``step`` optimisation steps: ``root/step-{step:06d}``."""
-    return Path(root) / f"step-{step:06d}"
 
 
 def _library_versions() -> dict[str, str]:
@@ -149,11 +84,6 @@ def _adapter_name(model) -> str:
     if not isinstance(name, str):
         raise ValueError(f"expected one active adapter, found {name!r}")
     return name
-
-
-def _adapter_folder(folder: Path, adapter_name: str) -> Path:
-    # peft's save_pretrained writes the "default" adapter at the top and any other under its name.
-    return folder if adapter_name == "default" else folder / adapter_name
 
 
 def _torch_save_checked(obj: Any, path: Path) -> None:
@@ -211,50 +141,13 @@ def save_training_state(
         _torch_save_checked(scheduler.state_dict(), tmp / SCHEDULER_FILE)
         _torch_save_checked(rng_state, tmp / RNG_FILE)
         # Hashed as written, before the rename: a resume verifies what it reads against these.
-        record["files"] = _file_record(tmp, adapter_name)
-        record["record_sha256"] = _record_digest(record)
+        record["files"] = file_record(tmp, adapter_name)
+        record["record_sha256"] = record_digest(record)
         # Written last: for copies that do not go through atomic_dir (rsync, cp -r), a folder
         # with trainer_state.json is one whose other files are already there.
         (tmp / STATE_FILE).write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
     # atomic_dir flushed every file and the rename to disk.
     return ckpt_dir
-
-
-def _needed_files(folder: Path, adapter_name: str) -> list[Path]:
-    """Every file a resume reads (trainer_state.json aside)."""
-    adapter_dir = _adapter_folder(folder, adapter_name)
-    return [
-        adapter_dir / ADAPTER_CONFIG,
-        adapter_dir / ADAPTER_WEIGHTS,
-        folder / OPTIMIZER_FILE,
-        folder / SCHEDULER_FILE,
-        folder / RNG_FILE,
-    ]
-
-
-def _file_record(folder: Path, adapter_name: str) -> dict[str, dict[str, Any]]:
-    """``{relative path: {"bytes", "sha256"}}`` of every file a resume reads."""
-    return {
-        path.relative_to(folder).as_posix(): {
-            "bytes": path.stat().st_size,
-            "sha256": sha256_file(path),
-        }
-        for path in _needed_files(folder, adapter_name)
-    }
-
-
-def _record_digest(record: Mapping) -> str:
-    """sha256 of the record without its own ``record_sha256``, in canonical JSON (the record is
-    JSON already, so the value survives the write and the read unchanged)."""
-    body = {k: v for k, v in record.items() if k != "record_sha256"}
-    return hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-
-
-def _read_state_record(ckpt_dir: Path) -> dict[str, Any]:
-    record = json.loads((ckpt_dir / STATE_FILE).read_text())
-    if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-        raise ValueError(f"{ckpt_dir / STATE_FILE}: not a training-state record")
-    return record
 
 
 def state_config_differences(ckpt_dir: str | os.PathLike, run_config: Mapping) -> list[str]:
@@ -265,7 +158,7 @@ def state_config_differences(ckpt_dir: str | os.PathLike, run_config: Mapping) -
     """
     ckpt_dir = Path(ckpt_dir)
     try:
-        record = _read_state_record(ckpt_dir)
+        record = read_state_record(ckpt_dir)
     except (OSError, ValueError) as exc:
         return [f"its record cannot be read ({exc})"]
     if record.get("format_version") != FORMAT_VERSION:
@@ -297,7 +190,7 @@ def load_training_state(
     naming it, possibly after earlier files were loaded.
     """
     ckpt_dir = Path(ckpt_dir)
-    record = _read_state_record(ckpt_dir)
+    record = read_state_record(ckpt_dir)
     _check_record(ckpt_dir, record, run_config)
     adapter_name = str(record.get("adapter_name", "default"))
     _check_resumable(ckpt_dir, adapter_name, model)
@@ -358,7 +251,7 @@ def _check_resumable(ckpt_dir: Path, adapter_name: str, model) -> None:
     """Refuse a pruned or partial state, or one of another adapter than the model's."""
     missing = [
         str(path.relative_to(ckpt_dir))
-        for path in _needed_files(ckpt_dir, adapter_name)
+        for path in needed_files(ckpt_dir, adapter_name)
         if not path.is_file()
     ]
     if missing:
@@ -389,7 +282,7 @@ def _load_adapter_weights(ckpt_dir: Path, adapter_name: str, model) -> None:
     """Load the state's adapter into ``model`` in place, refusing any other key set, so that a
     state from another LoRA layout (rank, target modules) cannot load partially with the rest
     left at its fresh init."""
-    adapter_dir = _adapter_folder(ckpt_dir, adapter_name)
+    adapter_dir = adapter_folder(ckpt_dir, adapter_name)
     try:
         weights = load_file(str(adapter_dir / ADAPTER_WEIGHTS), device="cpu")
     except Exception as exc:  # safetensors' own error types name no file
@@ -406,273 +299,3 @@ def _load_adapter_weights(ckpt_dir: Path, adapter_name: str, model) -> None:
     result = set_peft_model_state_dict(model, weights, adapter_name=adapter_name)
     if result.unexpected_keys:
         raise ValueError(f"{ckpt_dir}: adapter keys not in the model: {result.unexpected_keys}")
-
-
-# ------------------------------------------------------------------------------------------------
-# Verifying states
-
-
-def state_problems(ckpt_dir: str | os.PathLike) -> list[str]:
-    """What makes the state in ``ckpt_dir`` untrustworthy for a resume; empty when nothing does.
-
-    One line per problem, each naming the file: an unreadable record or one whose own sha256
-    no longer matches, a record naming another step than the folder's, a needed file that is
-    missing, or one whose size or sha256 differs from the record (the size is compared first,
-    so a truncated file reads ``optimizer.pt: 1234 bytes, its record says 5678``). A state
-    written before records had file hashes is checked for missing files only (see
-    ``has_file_hashes``). Whether it was written under the current config is another question
-    (``state_config_differences``).
-    """
-    ckpt_dir = Path(ckpt_dir)
-    record_path = ckpt_dir / STATE_FILE
-    try:
-        record = _read_state_record(ckpt_dir)
-    except (OSError, ValueError) as exc:  # json.JSONDecodeError, UnicodeDecodeError included
-        return [f"{record_path}: cannot be read ({type(exc).__name__}: {exc})"]
-    problems = []
-    if "record_sha256" in record and record["record_sha256"] != _record_digest(record):
-        problems.append(f"{record_path}: does not match its own record_sha256 (damaged or edited)")
-    match = _STEP_DIR.fullmatch(ckpt_dir.name)
-    if match and int(match.group(1)) != record["step"]:
-        problems.append(f"{record_path}: records step {record['step']}, the folder's is {match[1]}")
-    files = record.get("files")
-    if files is not None and not isinstance(files, dict):
-        problems.append(f"{record_path}: its files entry is not a mapping")
-        files = {}
-    for path in _needed_files(ckpt_dir, str(record.get("adapter_name", "default"))):
-        if not path.is_file():
-            problems.append(f"{path}: missing")
-            continue
-        if files is None:  # written by code that recorded no hashes
-            continue
-        problem = _file_problem(path, files.get(path.relative_to(ckpt_dir).as_posix()))
-        if problem:
-            problems.append(f"{path}: {problem}")
-    return problems
-
-
-def folder_file_record(folder: str | os.PathLike) -> dict[str, dict[str, Any]]:
-    """``{relative path: {"bytes", "sha256"}}`` of every file under ``folder``: how a state
-    records a folder saved beside it (DeepSpeed's engine state, ``extra["deepspeed_files"]``),
-    which ``companion_folder_problems`` verifies on resume."""
-    folder = Path(folder)
-    return {
-        path.relative_to(folder).as_posix(): {
-            "bytes": path.stat().st_size,
-            "sha256": sha256_file(path),
-        }
-        for path in sorted(folder.rglob("*"))
-        if path.is_file()
-    }
-
-
-def companion_folder_problems(
-    ckpt_dir: str | os.PathLike, key: str, folder: str | os.PathLike
-) -> list[str]:
-    """What no longer matches between ``folder`` and the file record the state in ``ckpt_dir``
-    holds under ``extra[key]`` (``folder_file_record``), one line per file, each naming it: a
-    missing file, one whose size or sha256 differs, one the record does not know. Empty when the
-    state's record has no such entry (written before these records: checked for presence only)
-    or cannot be read (``state_problems`` reports that)."""
-    folder = Path(folder)
-    try:
-        expected = _read_state_record(Path(ckpt_dir)).get("extra", {}).get(key)
-    except (OSError, ValueError):
-        return []
-    if not isinstance(expected, dict):
-        return []
-    problems = []
-    for relative, entry in sorted(expected.items()):
-        path = folder / relative
-        problem = _file_problem(path, entry) if path.is_file() else "missing"
-        if problem:
-            problems.append(f"{path}: {problem}")
-    present = {p.relative_to(folder).as_posix() for p in folder.rglob("*") if p.is_file()}
-    for relative in sorted(present - set(expected)):
-        problems.append(f"{folder / relative}: not in the state's record")
-    return problems
-
-
-def has_file_hashes(ckpt_dir: str | os.PathLike) -> bool:
-    """Whether the state's record holds file hashes (older states' do not: unverifiable)."""
-    try:
-        return "files" in _read_state_record(Path(ckpt_dir))
-    except (OSError, ValueError):
-        return False
-
-
-def _file_problem(path: Path, expected: Any) -> str | None:
-    if not isinstance(expected, dict):
-        return "not in the state's record"
-    size = path.stat().st_size
-    if size != expected.get("bytes"):
-        return f"{size} bytes, its record says {expected.get('bytes')}"
-    digest = sha256_file(path)
-    if digest != expected.get("sha256"):
-        return f"sha256 {digest[:16]}..., its record says {str(expected.get('sha256'))[:16]}..."
-    return None
-
-
-# ------------------------------------------------------------------------------------------------
-# Finding and pruning states
-
-
-def _step_dirs(root: Path) -> list[tuple[int, Path]]:
-    """``(step, folder)`` for every ``root/step-N`` folder, ascending. atomic_dir's temporary
-    folders start with a dot and never match."""
-    if not root.is_dir():
-        return []
-    found = []
-    for child in root.iterdir():
-        match = _STEP_DIR.fullmatch(child.name)
-        if match and child.is_dir():
-            found.append((int(match.group(1)), child))
-    return sorted(found)
-
-
-def _is_complete(step: int, folder: Path) -> bool:
-    try:
-        record = _read_state_record(folder)
-    except (OSError, ValueError):  # json.JSONDecodeError is a ValueError
-        return False
-    if record["step"] != step:
-        return False
-    adapter_name = str(record.get("adapter_name", "default"))
-    return all(path.is_file() for path in _needed_files(folder, adapter_name))
-
-
-def latest_complete_checkpoint(root: str | os.PathLike) -> Path | None:
-    """The resumable state with the highest step under ``root``, or None.
-
-    A state counts when its ``trainer_state.json`` parses, names the folder's step, and every
-    file needed to resume is present -- so pruned states, atomic_dir's hidden temporary folders,
-    stray files and unreadable records are all skipped.
-    """
-    for step, folder in reversed(_step_dirs(Path(root))):
-        if _is_complete(step, folder):
-            return folder
-    return None
-
-
-@dataclass(frozen=True)
-class StateChoice:
-    """The state a resume should use (``choose_state``) and the damaged ones passed over."""
-
-    root: Path
-    #: The newest state that verifies (``state_problems`` finds nothing), or None.
-    state: Path | None = None
-    #: ``state`` was written without file hashes (older code): present, but unverified.
-    unverified: bool = False
-    #: ``(step, folder, problems)`` of every damaged state newer than ``state``, newest first.
-    damaged: tuple[tuple[int, Path, tuple[str, ...]], ...] = ()
-    #: Whether ``root`` held any step folder at all (pruned and partial ones included).
-    any_states: bool = False
-
-    def messages(self) -> list[str]:
-        """What a resume should log: each damaged state discarded, an unverified state used,
-        or kept states of which none verifies."""
-        lines = [
-            f"discarding damaged training state {folder}: {'; '.join(problems)}"
-            for _, folder, problems in self.damaged
-        ]
-        if self.state is not None and self.unverified:
-            lines.append(
-                f"{self.state}: written without file hashes (older code); resuming it unverified"
-            )
-        if self.state is None and self.any_states:
-            lines.append(f"no kept training state under {self.root} verifies; starting at step 0")
-        return lines
-
-    def discard_damaged(self) -> list[Path]:
-        """Remove the damaged states' folders (call it from one process only); return them."""
-        for _, folder, _ in self.damaged:
-            shutil.rmtree(folder, ignore_errors=True)
-        return [folder for _, folder, _ in self.damaged]
-
-
-def choose_state(
-    root: str | os.PathLike,
-    extra_problems: Callable[[int, Path], list[str]] | None = None,
-) -> StateChoice:
-    """The newest state under ``root`` that verifies, and the damaged states newer than it.
-
-    Reads only (several processes may call it at once). Going from the newest step down: a
-    folder without trainer_state.json (a copy in progress) or without both optimizer.pt and
-    scheduler.pt (pruned) is passed over as no resume point; one with any ``state_problems``
-    -- or any ``extra_problems(step, folder)``, a caller's own requirement such as DeepSpeed's
-    folder of that step -- is damaged; the first with none is the choice.
-    """
-    root = Path(root)
-    folders = _step_dirs(root)
-    damaged = []
-    for step, folder in reversed(folders):
-        if not (folder / STATE_FILE).exists():
-            continue
-        if not (folder / OPTIMIZER_FILE).exists() and not (folder / SCHEDULER_FILE).exists():
-            continue
-        problems = state_problems(folder)
-        if not problems and extra_problems is not None:
-            problems = list(extra_problems(step, folder))
-        if problems:
-            damaged.append((step, folder, tuple(problems)))
-            continue
-        unverified = not has_file_hashes(folder)
-        return StateChoice(root, folder, unverified, tuple(damaged), any_states=True)
-    return StateChoice(root, None, False, tuple(damaged), any_states=bool(folders))
-
-
-def resumable_state(
-    root: str | os.PathLike,
-    log: Callable[[str], None] = _LOG.warning,
-    extra_problems: Callable[[int, Path], list[str]] | None = None,
-) -> Path | None:
-    """The newest state under ``root`` that verifies, after removing the damaged states newer
-    than it, each with a ``log`` line naming the folder and its problems; None (logged when
-    there were states) if none verifies. For one process; several coordinate ``choose_state``
-    and ``StateChoice.discard_damaged`` themselves (the trainer does)."""
-    choice = choose_state(root, extra_problems)
-    for line in choice.messages():
-        log(line)
-    choice.discard_damaged()
-    return choice.state
-
-
-def newest_complete_steps(root: str | os.PathLike, count: int = KEPT_RESUME_POINTS) -> list[int]:
-    """The steps of the ``count`` newest complete states under ``root``, ascending (complete:
-    the record parses and every needed file is present; nothing is hashed)."""
-    if count <= 0:
-        return []
-    complete = [step for step, folder in _step_dirs(Path(root)) if _is_complete(step, folder)]
-    return complete[-count:]
-
-
-def prune_states(root: str | os.PathLike, keep_steps: Iterable[int]) -> list[Path]:
-    """Delete optimizer.pt and scheduler.pt of every state whose step is not in ``keep_steps``.
-
-    Retention policy: the adapter, rng_state.pt and trainer_state.json of every state stay (the
-    adapter is what evaluation reads and is small; the other two are a few KB), and the
-    ``KEPT_RESUME_POINTS`` (two) newest complete states always keep everything, whatever
-    ``keep_steps`` says: the newest is the resume point, the one before it the fallback when the
-    newest turns out damaged (``resumable_state``). A pruned state is no longer resumable
-    (``latest_complete_checkpoint`` and ``choose_state`` pass over it).
-    Leftover hidden temporary folders of saves killed mid-write (``.step-*.tmp``) are removed
-    too; call this only from the process that writes the states (not during a save).
-    Returns the paths removed.
-    """
-    root = Path(root)
-    keep = set(keep_steps) | set(newest_complete_steps(root))
-    removed: list[Path] = []
-    for step, folder in _step_dirs(root):
-        if step in keep:
-            continue
-        for name in (OPTIMIZER_FILE, SCHEDULER_FILE):
-            path = folder / name
-            if path.is_file():
-                path.unlink()
-                removed.append(path)
-    if root.is_dir():
-        for child in root.iterdir():
-            if child.is_dir() and re.fullmatch(r"\.step-\d+\..*\.tmp", child.name):
-                shutil.rmtree(child)
-                removed.append(child)
-    return removed

@@ -56,7 +56,7 @@ from dashrepro.io import (
 )
 from dashrepro.layout import TEACHER_CONTEXTS, TOKEN_TRACES, TRAIN_METRICS
 from dashrepro.sampling import Sample, derive_seed
-from dashrepro.training import checkpointing
+from dashrepro.training import checkpointing, state_choice, state_integrity
 from dashrepro.training.batching import (
     BatchLayout,
     check_training_data,
@@ -250,11 +250,11 @@ class DistillationRecipe:
         return config
 
     def _resumable_state(self) -> Path | None:
-        """The newest kept state that verifies (``checkpointing.choose_state``). Damaged states
+        """The newest kept state that verifies (``state_choice.choose_state``). Damaged states
         newer than it are removed by the main process, each with a log line naming its folder
         and what is wrong; None, logged, when none verifies (the run starts at step 0)."""
         extra = self._deepspeed_state_problems if self.deepspeed else None
-        choice = checkpointing.choose_state(self.resume_root, extra)
+        choice = state_choice.choose_state(self.resume_root, extra)
         for line in choice.messages():
             self.log(f"[train] {line}")
         if choice.damaged:
@@ -274,7 +274,7 @@ class DistillationRecipe:
         engine = self._deepspeed_state(step)
         if not engine.is_dir():
             return [f"{engine}: missing (the DeepSpeed engine's state of {folder.name})"]
-        return checkpointing.companion_folder_problems(folder, DEEPSPEED_FILES, engine)
+        return state_integrity.companion_folder_problems(folder, DEEPSPEED_FILES, engine)
 
     def _discard_if_stale(self, latest: Path) -> bool:
         """Remove the kept states when ``latest`` was not made from this config and these
@@ -575,7 +575,8 @@ class DistillationRecipe:
         accelerator.wait_for_everyone()
         if step in self.save_at and accelerator.is_main_process:
             export_adapter(
-                checkpointing.state_dir(self.resume_root, step), self.out_dir / f"checkpoint-{step}"
+                state_integrity.state_dir(self.resume_root, step),
+                self.out_dir / f"checkpoint-{step}",
             )
 
     def _write_state(self, step: int) -> None:
@@ -587,7 +588,7 @@ class DistillationRecipe:
             write_parquet(self.resume_root / TOKEN_TRACES, pd.concat(self.traces))
         write_parquet(self.resume_root / TEACHER_CONTEXTS, self._context_records())
         checkpointing.save_training_state(
-            checkpointing.state_dir(self.resume_root, step),
+            state_integrity.state_dir(self.resume_root, step),
             model=self.policy,
             optimizer=self.optimizer_state,
             scheduler=self.scheduler,
@@ -600,17 +601,17 @@ class DistillationRecipe:
             # The engine's folder is hashed into the state's record, so that a resume can tell a
             # damaged partition from the one saved (``_deepspeed_state_problems``).
             extra=(
-                {DEEPSPEED_FILES: checkpointing.folder_file_record(self._deepspeed_state(step))}
+                {DEEPSPEED_FILES: state_integrity.folder_file_record(self._deepspeed_state(step))}
                 if self.deepspeed
                 else None
             ),
         )
-        checkpointing.prune_states(self.resume_root, keep_steps=set())
+        state_choice.prune_states(self.resume_root, keep_steps=set())
         if self.deepspeed:
             # Like the optimizer files prune_states removes: the two newest complete states (the
             # resume point and its fallback should it turn out damaged) keep their DeepSpeed
             # folders, every other goes (a kill between the two saves can leave one behind).
-            steps = {step, *checkpointing.newest_complete_steps(self.resume_root)}
+            steps = {step, *state_choice.newest_complete_steps(self.resume_root)}
             keep = {self._deepspeed_state(s) for s in steps}
             for folder in self.resume_root.glob("deepspeed-step-*"):
                 if folder not in keep:
@@ -638,7 +639,7 @@ class DistillationRecipe:
             for step in sorted(self.save_at):
                 checkpoint = self.out_dir / f"checkpoint-{step}"
                 if not (checkpoint / ADAPTER_WEIGHTS).exists():
-                    export_adapter(checkpointing.state_dir(self.resume_root, step), checkpoint)
+                    export_adapter(state_integrity.state_dir(self.resume_root, step), checkpoint)
             if self.traces:
                 traces = pd.concat(self.traces, ignore_index=True)
                 write_parquet(self.out_dir / TOKEN_TRACES, traces)
