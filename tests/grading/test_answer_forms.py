@@ -14,13 +14,12 @@ import pandas as pd
 import pytest
 
 from dashrepro.grading import grade_batch, symbolic
-from dashrepro.grading.symbolic import (
+from dashrepro.grading.answer_forms import (
     NORMALISATION_MAX_CHARS,
     NORMALISATIONS,
-    PATHS,
     count_normalisations,
-    grade_response,
 )
+from dashrepro.grading.symbolic import PATHS, grade_response
 
 HMMT_ROOTS = r"\frac{-1+\sqrt{17}}{2}, \frac{-1-\sqrt{17}}{2}"
 

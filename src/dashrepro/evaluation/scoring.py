@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from dashrepro.grading.symbolic import NORMALISATION_NAMES, count_normalisations
+from dashrepro.grading.answer_forms import NORMALISATION_NAMES, count_normalisations
 from dashrepro.io import read_json, read_parquet, read_parquet_columns
 
 #: The sample columns a summary is computed from (a projection: responses are not read).

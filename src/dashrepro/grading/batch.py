@@ -22,13 +22,13 @@ from dataclasses import dataclass
 from multiprocessing.connection import wait as _mp_wait
 from typing import Any
 
+from dashrepro.grading.answer_forms import normalise_box
 from dashrepro.grading.symbolic import (
     _grade_extracted,
     _result,
     exact_fallback_match,
     extract_last_boxed,
     grade_response,
-    normalise_box,
 )
 
 __all__ = ["grade_batch"]
