@@ -10,8 +10,8 @@ sys.path.insert(0, str(Path(workflow.basedir) / "src"))
 from dashrepro.experiment.config import (  # noqa: E402
     snakemake_config_sources,
     validate_config,
-    vllm_backend_problems,
 )
+from dashrepro.experiment.semantics import vllm_backend_problems  # noqa: E402
 from dashrepro.experiment.pins import unpinned_revisions  # noqa: E402
 from dashrepro.experiment.plan import plan_markdown  # noqa: E402
 from dashrepro.experiment.workflow import Experiment  # noqa: E402

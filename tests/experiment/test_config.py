@@ -447,7 +447,7 @@ def test_a_vllm_backend_needs_a_head_size_vllm_supports(repo_root, mutate, named
 
 
 def test_vllm_backend_problems_name_the_keys_of_the_jobs_about_to_run(default_config):
-    from dashrepro.experiment.config import vllm_backend_problems
+    from dashrepro.experiment.semantics import vllm_backend_problems
 
     config = copy.deepcopy(default_config)
     assert vllm_backend_problems(config, {"generate_checkpoint_responses"}, "py") == []

@@ -1,21 +1,14 @@
 """Loading and validating ``workflow_config.yaml`` (and experiment overlays merged over it).
 
-The JSON schema (``config_schema.yaml`` beside this module) checks keys and types;
-``check_semantics`` then checks what a schema cannot: that the report names methods and scales
-that exist, that checkpoints divide the step budget, that lengths fit their context, and that each
-method's ``params`` and ``objective_params`` are exactly the keys its aggregation or objective
-takes, each within the range declared in ``dashrepro.experiment.parameters`` (so ``kappa: -5`` or
-a key that does not apply stops the run before any job starts), and that no number is ``.inf``
-or ``.nan``. Every error names
+The JSON schema (``config_schema.yaml`` beside this module) checks keys and types; the rules
+across keys that a schema cannot say come next (``semantics.check_semantics``). Every error names
 the offending key path, the files the configuration was merged from, and the file that set the
 offending value. A file with a key given twice, an empty file and a non-UTF-8 one are errors too
-(``read_config_file``), naming the file.
+(``read_config_file``), naming the file. Overlays merge the way Snakemake merges
+``--configfile`` files (nested mappings key by key, anything else replaced).
 
     python -m dashrepro.experiment.config workflow_config.yaml   # "ok" or the errors
     python -m dashrepro.experiment.config workflow_config.yaml config/experiments/paper.yaml
-
-Overlays merge the way Snakemake merges ``--configfile`` files (``snakemake.utils.update_config``:
-nested mappings merge key by key, anything else is replaced).
 
 Torch-free: Snakemake imports this module while it parses the workflow.
 """
@@ -23,40 +16,18 @@ Torch-free: Snakemake imports this module while it parses the workflow.
 from __future__ import annotations
 
 import copy
-import math
 import sys
 from collections.abc import Hashable, Mapping, Sequence
 from pathlib import Path
 
 import yaml
 
-from dashrepro.analysis.registry import spec_problems
 from dashrepro.data.spec import dataset_spec_schema
-from dashrepro.experiment.parameters import AGGREGATION_SPECS, DIVERGENCES, OBJECTIVES, check_params
-from dashrepro.experiment.run_matrix import (
-    GROUPS,
-    base_scale,
-    expand_config,
-    matrix_problems,
-    run_matrix,
-    scale_evaluation,
-    spec_scales,
-)
-from dashrepro.layout import experiment_name_problem, resolve_repo_path
+from dashrepro.experiment.run_matrix import expand_config
+from dashrepro.experiment.semantics import check_semantics, non_finite_problems
 from dashrepro.schema import schema_errors
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
-#: The name the validation split (``data.validation``) is evaluated under, beside the benchmarks.
-VALIDATION_SPLIT = "validation"
-#: Head sizes vLLM 0.32.0's CPU attention accepts (``CPUAttentionBackend.
-#: get_supported_head_sizes``; it stops the engine on any other, e.g. 24). FlashAttention on a
-#: GPU takes every multiple of 8 up to 256, so an embedded model within this list runs on both.
-VLLM_HEAD_DIMS = (32, 64, 80, 96, 112, 128, 160, 192, 224, 256, 512)
-#: The values vLLM 0.32.0 accepts as ``max_lora_rank`` (``vllm/config/lora.py``: MaxLoRARanks);
-#: the engine refuses an adapter of a larger rank than its ``max_lora_rank``.
-VLLM_MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
-#: ``sampling.vllm.VLLMSampler``'s ``max_lora_rank`` when evaluation.vllm does not set one.
-VLLM_DEFAULT_MAX_LORA_RANK = 64
 
 
 def config_schema() -> dict:
@@ -75,293 +46,6 @@ class ConfigError(ValueError):
 
 class DuplicateKeyError(ConfigError):
     """A key given twice in one mapping of a config file."""
-
-
-def _method_problems(name: str, method: Mapping, config: Mapping) -> list[str]:
-    """Every problem of one method entry: its aggregation or objective and their parameters."""
-    where = f"methods.{name}"
-    aggregation = method["aggregation"]
-    if aggregation not in AGGREGATION_SPECS:
-        return [
-            f"{where}.aggregation: unknown aggregation {aggregation!r}; "
-            f"known: {sorted(AGGREGATION_SPECS)}"
-        ]
-    if method["divergence"] not in DIVERGENCES:
-        return [
-            f"{where}.divergence: unknown divergence {method['divergence']!r}; "
-            f"known: {list(DIVERGENCES)}"
-        ]
-    objective = method.get("objective", "distill")
-    if objective not in OBJECTIVES:
-        return [f"{where}.objective: unknown objective {objective!r}; known: {sorted(OBJECTIVES)}"]
-    problems = check_params(
-        OBJECTIVES[objective].params,
-        method.get("objective_params") or {},
-        f"{where}.objective_params",
-        owner=f"objective {objective!r}",
-    )
-    if not OBJECTIVES[objective].uses_aggregation and (aggregation != "opsd" or method["params"]):
-        problems.append(
-            f"{where}.aggregation: objective {objective!r} has its own per-token "
-            "loss; set `aggregation: opsd` and `params: {}`"
-        )
-    grpo = method.get("grpo")
-    if grpo:
-        # Only the scales the method is trained at (the run matrix): a grid's K = 8 need not fit
-        # a scale that never runs it.
-        trained = {scale for (m, scale) in run_matrix(config) if m == name}
-        for scale, spec in config["scales"].items():
-            if scale not in trained:
-                continue
-            per_process = spec["train"]["micro_batch_size"] * spec["train"]["grad_accumulation"]
-            if per_process % grpo["group_size"]:
-                problems.append(
-                    f"{where}.grpo.group_size: {grpo['group_size']} does not divide "
-                    f"the rollouts per process and step of scale {scale} "
-                    f"(micro_batch_size x grad_accumulation = {per_process})"
-                )
-    problems += check_params(
-        AGGREGATION_SPECS[aggregation].params,
-        method["params"],
-        f"{where}.params",
-        owner=f"aggregation {aggregation!r}",
-    )
-    return problems
-
-
-def _length_problems(scale: str, spec: Mapping, evaluation: Mapping | None) -> list[str]:
-    """Lengths that cannot fit: a rollout in its total budget, sequences in the model's context
-    (the evaluation's too, for a scale that is evaluated: ``evaluation`` not None)."""
-    train, problems = spec["train"], []
-    total = train.get("max_total_length")
-    if total is not None and total <= train["max_new_tokens"]:
-        problems.append(
-            f"scales.{scale}.train.max_total_length: {total} leaves no room for a prompt before "
-            f"max_new_tokens={train['max_new_tokens']} (it must be larger)"
-        )
-    if spec["source"] == "embedded":
-        context = spec["architecture"]["max_position_embeddings"]
-        for key, value in (
-            ("train.max_total_length", total),
-            ("train.max_new_tokens", train["max_new_tokens"]),
-        ):
-            if value is not None and value > context:
-                problems.append(
-                    f"scales.{scale}.{key}: {value} exceeds the model's context "
-                    f"(architecture.max_position_embeddings = {context})"
-                )
-        if evaluation is not None and evaluation["max_new_tokens"] >= context:
-            problems.append(
-                f"evaluation.max_new_tokens: {evaluation['max_new_tokens']} leaves no room for a "
-                f"prompt in scale {scale}'s context (max_position_embeddings = {context})"
-            )
-    return problems
-
-
-def _lora_rank_problems(scale: str, spec: Mapping, evaluation: Mapping | None) -> list[str]:
-    """A LoRA rank a vLLM engine of this scale could not serve (``evaluation`` as in
-    ``_length_problems``): vLLM evaluation loads every checkpoint's adapter into an engine
-    built with evaluation.vllm.max_lora_rank, and vLLM rollouts build theirs with lora.r."""
-    rank = (spec.get("lora") or {}).get("r")
-    if rank is None:
-        return []
-    problems = []
-    if evaluation is not None and evaluation["backend"] == "vllm":
-        limit = (evaluation.get("vllm") or {}).get("max_lora_rank", VLLM_DEFAULT_MAX_LORA_RANK)
-        if rank > limit:
-            enough = min(r for r in VLLM_MAX_LORA_RANKS if r >= rank) if rank <= 512 else rank
-            problems.append(
-                f"scales.{scale}.lora.r: rank {rank} is above evaluation.vllm.max_lora_rank="
-                f"{limit}, so vLLM would refuse every adapter of this scale at evaluation: set "
-                f"evaluation.vllm.max_lora_rank to {enough} (or lower lora.r)"
-            )
-    if spec["train"].get("rollout_backend") == "vllm" and rank not in VLLM_MAX_LORA_RANKS:
-        problems.append(
-            f"scales.{scale}.lora.r: {rank} is not a rank vLLM accepts as max_lora_rank "
-            f"{VLLM_MAX_LORA_RANKS}, which vLLM rollouts (scales.{scale}.train.rollout_backend: "
-            "vllm) set to lora.r: use one of those ranks"
-        )
-    return problems
-
-
-#: The rules whose jobs sample through ``evaluation.backend``.
-EVALUATION_RULES = ("generate_checkpoint_responses", "evaluate_base_model")
-
-
-def vllm_backend_problems(config: Mapping, rules: set[str], python: str) -> list[str]:
-    """The config keys that send a job of ``rules`` (the rule names about to run) to vLLM when
-    those jobs run in ``python``, which cannot import it (jobs run in Snakemake's own interpreter
-    unless a deployment method such as ``--sdm conda`` gives them ``envs/gpu.yaml``): each
-    problem names the key and the ways out. Checked before any job starts, not at parse, so a
-    dry run or a plan of the paper works anywhere."""
-    keys = []
-    if config["evaluation"]["backend"] == "vllm" and rules & set(EVALUATION_RULES):
-        keys.append("evaluation.backend")
-    for scale, spec in config["scales"].items():
-        if spec["train"].get("rollout_backend") == "vllm" and f"train_lora_{scale}" in rules:
-            keys.append(f"scales.{scale}.train.rollout_backend")
-    return [
-        f"{key}: vllm, but the jobs that need it would run in {python}, which cannot import "
-        "vllm: run Snakemake from the GPU environment (envs/gpu.yaml), add --sdm conda so that "
-        f"those jobs get it, or set {key}: hf"
-        for key in keys
-    ]
-
-
-def check_semantics(config: Mapping) -> list[str]:
-    problems = []
-    name_problem = experiment_name_problem(config["experiment"])
-    if name_problem:
-        problems.append(f"experiment: {name_problem}; choose another name")
-    if VALIDATION_SPLIT in config["benchmarks"]:
-        problems.append(
-            f"benchmarks.{VALIDATION_SPLIT}: the name is the validation split's "
-            "(data.validation); give the benchmark another"
-        )
-    evaluation = config["evaluation"]
-    if evaluation["grading_item_timeout_s"] <= evaluation["grading_timeout_s"]:
-        problems.append(
-            f"evaluation.grading_item_timeout_s: {evaluation['grading_item_timeout_s']} is not "
-            f"above evaluation.grading_timeout_s={evaluation['grading_timeout_s']}: math-verify's "
-            "own timeout could never fire before the worker is killed"
-        )
-    vllm_len = (evaluation.get("vllm") or {}).get("max_model_len")
-    if evaluation["backend"] == "vllm" and vllm_len is not None:
-        if vllm_len <= evaluation["max_new_tokens"]:
-            problems.append(
-                f"evaluation.vllm.max_model_len: {vllm_len} leaves no room for a prompt before "
-                f"evaluation.max_new_tokens={evaluation['max_new_tokens']}"
-            )
-    evaluated = {
-        scale for group in GROUPS for spec in config[group].values() for scale in spec_scales(spec)
-    }
-    for scale, spec in config["scales"].items():
-        scale_eval = scale_evaluation(config, scale) if scale in evaluated else None
-        problems += _length_problems(scale, spec, scale_eval)
-        problems += _lora_rank_problems(scale, spec, scale_eval)
-        train = spec["train"]
-        if train["steps"] % train["checkpoint_every"]:
-            problems.append(
-                f"scales.{scale}.train.checkpoint_every: {train['checkpoint_every']} does not "
-                f"divide steps={train['steps']}"
-            )
-        if (
-            train.get("deepspeed_config")
-            and not resolve_repo_path(train["deepspeed_config"]).is_file()
-        ):
-            problems.append(
-                f"scales.{scale}.train.deepspeed_config: no such file {train['deepspeed_config']!r}"
-            )
-        if spec["source"] != "embedded":
-            continue
-        arch = spec["architecture"]
-        if "head_dim" not in arch and arch["hidden_size"] % arch["num_attention_heads"]:
-            problems.append(
-                f"scales.{scale}.architecture.hidden_size: not divisible by num_attention_heads "
-                "(or set architecture.head_dim)"
-            )
-        backends = {
-            key: value
-            for key, value in (
-                ("evaluation.backend", evaluation["backend"]),
-                (f"scales.{scale}.train.rollout_backend", train.get("rollout_backend", "hf")),
-            )
-            if value == "vllm"
-        }
-        width = arch.get("head_dim") or arch["hidden_size"] // arch["num_attention_heads"]
-        if backends and width not in VLLM_HEAD_DIMS:
-            problems.append(
-                f"scales.{scale}.architecture.head_dim: {width} is not a head size vLLM's "
-                f"attention supports {VLLM_HEAD_DIMS} (asked for by {', '.join(backends)}: vllm)"
-            )
-        if arch["num_attention_heads"] % arch["num_key_value_heads"]:
-            problems.append(
-                f"scales.{scale}.architecture.num_key_value_heads: must divide num_attention_heads"
-            )
-    for name, method in config["methods"].items():
-        problems += _method_problems(name, method, config)
-    for name, bench in config["benchmarks"].items():
-        if bench["dataset"] is None and "task" not in bench:
-            problems.append(
-                f"benchmarks.{name}: needs a `task` (its synthetic stand-in) when `dataset` is null"
-            )
-        if bench["dataset"] is not None and bench["dataset"]["layout"] == "opsd_train":
-            problems.append(
-                f"benchmarks.{name}.dataset.layout: 'opsd_train' is the training-set layout"
-            )
-    training_set = config["data"]["training_set"]
-    if training_set is not None and training_set["layout"] != "opsd_train":
-        problems.append(
-            f"data.training_set.layout: {training_set['layout']!r} is a benchmark layout; "
-            "the training set needs problems with reference solutions ('opsd_train')"
-        )
-    for group in GROUPS:
-        for name, spec in config[group].items():
-            problems += _output_problems(group, name, spec, config)
-    problems += _embedded_output_problems(config)
-    if config["statistics"]["reference"] not in config["methods"]:
-        problems.append(
-            f"statistics.reference: unknown method {config['statistics']['reference']!r}"
-        )
-    return problems + matrix_problems(config)
-
-
-def _output_problems(group: str, name: str, spec: Mapping, config: Mapping) -> list[str]:
-    """A table or figure entry: its scale and methods exist, its kind and options are known."""
-    where = f"{group}.{name}"
-    problems = []
-    for scale in spec_scales(spec):
-        if scale not in config["scales"]:
-            problems.append(f"{where}.scale: unknown scale {scale!r}")
-    for method in spec["methods"]:
-        if method not in config["methods"]:
-            problems.append(f"{where}.methods: unknown method {method!r}")
-    return problems + spec_problems(group, name, dict(spec))
-
-
-def _embedded_output_problems(config: Mapping) -> list[str]:
-    """An experiment that builds outputs at released models (e.g. the paper overlay) must say the
-    scale of each: a table or figure it leaves at an embedded scale (the default's ``tiny``,
-    inherited from workflow_config.yaml) would be a tiny-model result among the paper's."""
-    known = config["scales"]
-
-    def embedded(scale: str) -> bool:
-        return known[base_scale(config, scale)].get("source") == "embedded"
-
-    outputs = [
-        (f"{group}.{name}", spec_scales(spec))
-        for group in GROUPS
-        for name, spec in config[group].items()
-        if all(scale in known for scale in spec_scales(spec))
-    ]
-    released = sorted({s for _, scales in outputs for s in scales if not embedded(s)})
-    if not released:
-        return []
-    return [
-        f"{where}.scale: {scale!r} is an embedded scale, but this experiment builds its other "
-        f"outputs at released models ({', '.join(released)}); set this entry's scale in the "
-        "overlay (or leave the entry out)"
-        for where, scales in outputs
-        for scale in scales
-        if embedded(scale)
-    ]
-
-
-def _non_finite(node: object, path: tuple[str, ...] = ()) -> list[str]:
-    """A problem for every float under ``node`` that is ``.inf``, ``-.inf`` or ``.nan``.
-
-    A schema's ``minimum`` cannot catch them (``.inf > 0``; every comparison with NaN is false),
-    and training would only die on them later.
-    """
-    if isinstance(node, float) and not math.isfinite(node):
-        return [f"{'.'.join(path) or '<top level>'}: {node} is not a finite number"]
-    if isinstance(node, Mapping):
-        items = ((str(key), value) for key, value in node.items())
-    elif isinstance(node, list | tuple):
-        items = ((str(index), value) for index, value in enumerate(node))
-    else:
-        return []
-    return [problem for key, value in items for problem in _non_finite(value, (*path, key))]
 
 
 def _origin(key_path: str, sources: Sequence[tuple[str, Mapping]]) -> str | None:
@@ -396,7 +80,7 @@ def validate_config(
     """
     schema = config_schema()
     # Before expansion: the key paths are then those of the files, so _origin finds the file.
-    non_finite = _non_finite(config)
+    non_finite = non_finite_problems(config)
     try:
         expand_config(config)
     except ValueError as exc:

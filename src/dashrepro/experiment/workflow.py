@@ -19,7 +19,6 @@ from itertools import product
 
 from dashrepro.analysis.registry import SCORE_KINDS, kind_module, kind_needs
 from dashrepro.analysis.tables import published_layout, published_table_specs
-from dashrepro.experiment.config import VALIDATION_SPLIT
 from dashrepro.experiment.parameters import METHOD_TRAINING_KEYS, teacher_views_of
 from dashrepro.experiment.run_matrix import (
     GROUPS,
@@ -28,6 +27,7 @@ from dashrepro.experiment.run_matrix import (
     run_matrix,
     spec_scales,
 )
+from dashrepro.experiment.semantics import VALIDATION_SPLIT
 from dashrepro.hub import SNAPSHOT_RECORD, model_id_of, snapshot_folder
 from dashrepro.layout import (
     BASE_ACCURACY,

