@@ -17,6 +17,7 @@ import argparse
 import os
 import re
 import shutil
+from collections.abc import Mapping
 from pathlib import Path
 
 #: The record a downloaded snapshot carries (see the module docstring).
@@ -47,6 +48,11 @@ def is_commit(revision: object) -> bool:
     """Whether ``revision`` is a full 40-hex commit hash: a branch or tag (``main``, ``v1.0``)
     can move under a run, a short hash can become ambiguous."""
     return isinstance(revision, str) and _COMMIT.fullmatch(revision) is not None
+
+
+def unpinned_hub_dataset(spec: object) -> bool:
+    """Whether ``spec`` is a hub dataset (``hf_id``) whose ``revision`` is not a commit."""
+    return isinstance(spec, Mapping) and "hf_id" in spec and not is_commit(spec.get("revision"))
 
 
 def unpinned_model_message(model_id: str, revision: object, where: str) -> str:

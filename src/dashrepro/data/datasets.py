@@ -78,7 +78,7 @@ from dashrepro.data.report import (
     DroppedRow,
 )
 from dashrepro.data.spec import dataset_spec_problems
-from dashrepro.hub import is_commit, unpinned_dataset_message
+from dashrepro.hub import unpinned_dataset_message, unpinned_hub_dataset
 from dashrepro.io import sha256_file, write_parquet
 
 # --------------------------------------------------------------------------------------------
@@ -304,8 +304,8 @@ def load_benchmark(
 def _require_commit(spec: Mapping, what: str, key: str) -> None:
     """A hub dataset must be pinned to a 40-hex commit: a branch name (``main``) can move under
     a run (a finished run's benchmark could change), so it stops here, before any download.
-    The workflow checks the same before its first job (``Experiment.unpinned_revisions``)."""
-    if isinstance(spec, Mapping) and "hf_id" in spec and not is_commit(spec.get("revision")):
+    The workflow checks the same before its first job (``experiment.pins.unpinned_revisions``)."""
+    if unpinned_hub_dataset(spec):
         raise DataError(unpinned_dataset_message(what, spec["hf_id"], spec.get("revision"), key))
 
 

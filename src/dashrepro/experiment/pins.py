@@ -17,6 +17,7 @@ from dashrepro.hub import (
     model_id_of,
     snapshot_folder,
     unpinned_dataset_message,
+    unpinned_hub_dataset,
     unpinned_model_message,
 )
 
@@ -29,7 +30,7 @@ def unpinned_revisions(config: Mapping, jobs: Iterable[tuple[str, Mapping[str, s
         if rule == "prepare_training_set":
             spec = config["data"]["training_set"]
             key = "data.training_set.revision"
-            if _hub_dataset_unpinned(spec):
+            if unpinned_hub_dataset(spec):
                 problems[key] = unpinned_dataset_message(
                     "training set", spec["hf_id"], spec.get("revision"), key
                 )
@@ -37,7 +38,7 @@ def unpinned_revisions(config: Mapping, jobs: Iterable[tuple[str, Mapping[str, s
             bench = wildcards["bench"]
             spec = config["benchmarks"][bench]["dataset"]
             key = f"benchmarks.{bench}.dataset.revision"
-            if _hub_dataset_unpinned(spec):
+            if unpinned_hub_dataset(spec):
                 problems[key] = unpinned_dataset_message(
                     "benchmark", spec["hf_id"], spec.get("revision"), key
                 )
@@ -51,7 +52,3 @@ def unpinned_revisions(config: Mapping, jobs: Iterable[tuple[str, Mapping[str, s
                     key = f"scales.{scale}.revision"
                     problems[key] = unpinned_model_message(model, revision, key)
     return list(problems.values())
-
-
-def _hub_dataset_unpinned(spec: object) -> bool:
-    return isinstance(spec, Mapping) and "hf_id" in spec and not is_commit(spec.get("revision"))
