@@ -30,6 +30,15 @@ include: "rules/report.smk"
 onstart:
     stop_unless_downloads_are_pinned()
     stop_unless_jobs_can_import_vllm()
+    start_job_server()
+
+
+onsuccess:
+    stop_job_server()
+
+
+onerror:
+    stop_job_server()
 
 
 # Run where Snakemake runs (a cluster's login node): the targets, the cheap CPU steps that read

@@ -107,6 +107,42 @@ def stop_unless_downloads_are_pinned():
         raise WorkflowError("\n".join(problems))
 
 
+JOB_SERVER = []
+
+
+def start_job_server():
+    """Before any job (onstart): a local run of a few jobs or more starts the fork server that
+    spares each job the import of torch, transformers and peft (dashrepro.job_server). Not on
+    a cluster, in a deployed environment (other interpreters), with --touch, or where
+    DASHREPRO_NO_JOB_SERVER is set.
+    """
+    from snakemake.settings.types import DeploymentMethod
+
+    from dashrepro import job_server
+
+    if (
+        workflow.touch
+        or os.environ.get(job_server.OFF_VARIABLE)
+        or not workflow.local_exec
+        or workflow.exec_mode != ExecMode.DEFAULT
+        or workflow.deployment_settings.deployment_method
+        & {DeploymentMethod.CONDA, DeploymentMethod.APPTAINER}
+        or len(list(workflow.dag.needrun_jobs())) < job_server.MIN_JOBS
+    ):
+        return
+    log = Path(".snakemake", "log", "job_server.log")
+    log.parent.mkdir(parents=True, exist_ok=True)
+    JOB_SERVER.append(job_server.start(config.get("cpu_kernels"), str(log.resolve())))
+
+
+def stop_job_server():
+    """After the last job (onsuccess, onerror): stop the server start_job_server started."""
+    from dashrepro import job_server
+
+    while JOB_SERVER:
+        job_server.stop(*JOB_SERVER.pop())
+
+
 def gpu_resources(gpus):
     """A job's GPU request for the SLURM executor: `gpu` GPUs on one node, nothing on CPU."""
     return {"gpu": gpus, "nodes": 1} if gpus else {}

@@ -31,6 +31,15 @@ from pathlib import Path
 SRC = Path(__file__).resolve().parents[2] / "src"
 sys.path[:] = [str(SRC), *(entry for entry in sys.path if entry != str(SRC))]
 
+if os.environ.get("DASHREPRO_JOB_SERVER"):
+    # A local run's fork server has the libraries loaded: the job runs there, in a child that
+    # takes this process's streams (dashrepro.job_server); this process waits for its status.
+    from dashrepro.job_server import delegate
+
+    status = delegate(sys.argv[0])
+    if status is not None:
+        os._exit(status)
+
 
 def redirect_output(log_path: Path) -> int:
     """Point this process's stdout and stderr *file descriptors* at the rule's log (emptied
