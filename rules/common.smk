@@ -11,7 +11,10 @@ from dashrepro.experiment.config import (  # noqa: E402
     snakemake_config_sources,
     validate_config,
 )
-from dashrepro.experiment.semantics import vllm_backend_problems  # noqa: E402
+from dashrepro.experiment.semantics import (  # noqa: E402
+    vllm_backend_keys,
+    vllm_backend_problems,
+)
 from dashrepro.experiment.pins import unpinned_revisions  # noqa: E402
 from dashrepro.experiment.plan import plan_markdown  # noqa: E402
 from dashrepro.experiment.workflow import Experiment  # noqa: E402
@@ -113,13 +116,15 @@ JOB_SERVER = []
 def start_job_server():
     """Before any job (onstart): a local run of a few jobs or more starts the fork server that
     spares each job the import of torch, transformers and peft (dashrepro.job_server). Not on
-    a cluster, in a deployed environment (other interpreters), with --touch, or where
+    a cluster, in a deployed environment (other interpreters), with --touch, where a job
+    about to run uses vLLM (its engine in a forked job is untested), or where
     DASHREPRO_NO_JOB_SERVER is set.
     """
     from snakemake.settings.types import DeploymentMethod
 
     from dashrepro import job_server
 
+    jobs = list(workflow.dag.needrun_jobs())
     if (
         workflow.touch
         or os.environ.get(job_server.OFF_VARIABLE)
@@ -127,7 +132,8 @@ def start_job_server():
         or workflow.exec_mode != ExecMode.DEFAULT
         or workflow.deployment_settings.deployment_method
         & {DeploymentMethod.CONDA, DeploymentMethod.APPTAINER}
-        or len(list(workflow.dag.needrun_jobs())) < job_server.MIN_JOBS
+        or len(jobs) < job_server.MIN_JOBS
+        or vllm_backend_keys(config, {job.rule.name for job in jobs})
     ):
         return
     log = Path(".snakemake", "log", "job_server.log")

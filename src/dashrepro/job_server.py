@@ -213,6 +213,7 @@ def serve(address: str, parent: int, log_path: str) -> None:
     loaded = _loaded_values()
     base_path = [entry for entry in sys.path[1:] if entry]
     signal.signal(signal.SIGCHLD, signal.SIG_IGN)  # children are reaped by the kernel
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # ``stop``: clean up, below
     listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     listener.bind(address + ".part")
     os.rename(address + ".part", address)  # a job connects to a server that is ready, or none
@@ -234,8 +235,11 @@ def serve(address: str, parent: int, log_path: str) -> None:
             connection.close()
     finally:
         listener.close()
-        if os.path.exists(address):
-            os.unlink(address)
+        for leftover in (address, os.path.dirname(address)):  # the socket, then its folder
+            try:
+                (os.rmdir if leftover != address else os.unlink)(leftover)
+            except OSError:
+                pass
         log("stopped")
 
 

@@ -79,6 +79,26 @@ def test_dry_run_lists_every_stage(finished_run):
         assert f"rule {rule}:" in dry_output
 
 
+def test_the_local_runs_jobs_ran_in_the_job_server(finished_run):
+    """Once the base model exists the server has its libraries loaded, and every training,
+    generation, grading and selection job after it was a fork of the server, one line each in
+    its log (dashrepro.job_server); none was declined; the server stopped with Snakemake."""
+    workdir, _ = finished_run
+    log = (workdir / ".snakemake" / "log" / "job_server.log").read_text()
+    forked = [line.split()[-1] for line in log.splitlines() if line.split()[1:2] == ["pid"]]
+    timings = workdir / "results" / "e2e" / "job_timings"
+    for rule in (
+        "train_lora",
+        "generate_checkpoint_responses",
+        "grade_checkpoint",
+        "select_best_checkpoint",
+    ):
+        jobs = len(list((timings / rule).rglob("*.tsv")))
+        assert jobs and sum(script.endswith(f".{rule}.py") for script in forked) == jobs, rule
+    assert "declined" not in log
+    assert log.rstrip().endswith("stopped")
+
+
 def test_table_numbers_recompute_from_per_sample_files(finished_run, default_config):
     workdir, _ = finished_run
     results = workdir / "results" / "e2e"

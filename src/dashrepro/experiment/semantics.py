@@ -148,23 +148,28 @@ def _lora_rank_problems(scale: str, spec: Mapping, evaluation: Mapping | None) -
 EVALUATION_RULES = ("generate_checkpoint_responses", "evaluate_base_model")
 
 
-def vllm_backend_problems(config: Mapping, rules: set[str], python: str) -> list[str]:
-    """The config keys that send a job of ``rules`` (the rule names about to run) to vLLM when
-    those jobs run in ``python``, which cannot import it (jobs run in Snakemake's own interpreter
-    unless a deployment method such as ``--sdm conda`` gives them ``envs/gpu.yaml``): each
-    problem names the key and the ways out. Checked before any job starts, not at parse, so a
-    dry run or a plan of the paper works anywhere."""
+def vllm_backend_keys(config: Mapping, rules: set[str]) -> list[str]:
+    """The config keys that send a job of ``rules`` (the rule names about to run) to vLLM."""
     keys = []
     if config["evaluation"]["backend"] == "vllm" and rules & set(EVALUATION_RULES):
         keys.append("evaluation.backend")
     for scale, spec in config["scales"].items():
         if spec["train"].get("rollout_backend") == "vllm" and f"train_lora_{scale}" in rules:
             keys.append(f"scales.{scale}.train.rollout_backend")
+    return keys
+
+
+def vllm_backend_problems(config: Mapping, rules: set[str], python: str) -> list[str]:
+    """The ``vllm_backend_keys`` of ``rules`` when their jobs run in ``python``, which cannot
+    import vLLM (jobs run in Snakemake's own interpreter unless a deployment method such as
+    ``--sdm conda`` gives them ``envs/gpu.yaml``): each problem names the key and the ways out.
+    Checked before any job starts, not at parse, so a dry run or a plan of the paper works
+    anywhere."""
     return [
         f"{key}: vllm, but the jobs that need it would run in {python}, which cannot import "
         "vllm: run Snakemake from the GPU environment (envs/gpu.yaml), add --sdm conda so that "
         f"those jobs get it, or set {key}: hf"
-        for key in keys
+        for key in vllm_backend_keys(config, rules)
     ]
 
 
