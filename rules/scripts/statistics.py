@@ -99,9 +99,9 @@ def main(snakemake) -> None:
         sr.report_markdown(params.experiment, cells, paired, gap, settings, heldout, lift, changes),
     )
     figure = sr.gap_figure(gap, params.experiment)
-    for fmt in ("png", "pdf"):
+    for fmt, metadata in (("png", None), ("pdf", {"CreationDate": None})):  # no date: same bytes
         with atomic_path(snakemake.output[f"gap_{fmt}"]) as tmp:
-            figure.savefig(tmp, format=fmt, dpi=150)
+            figure.savefig(tmp, format=fmt, dpi=150, metadata=metadata)
     log.info("%d cells, %d paired differences, gap: %s", len(cells), len(paired),
              gap["status"].value_counts().to_dict())  # fmt: skip
 
