@@ -26,7 +26,7 @@ for _scale in config["scales"]:
         retries: PREEMPTIBLE_RETRIES
         conda:
             EXPERIMENT.training_env(_scale)
-        threads: config["scales"][_scale]["train"].get("num_processes", 1)
+        threads: EXPERIMENT.train_settings(_scale).num_processes
         resources:
             **gpu_resources(EXPERIMENT.training_gpus(_scale)),
         params:

@@ -74,14 +74,17 @@ def expected_jobs(config: dict) -> dict[str, int]:
     DAG does not pin numbers that an added method, seed or table changes."""
     from collections import Counter
 
-    from dashrepro.experiment.run_matrix import base_scale, checkpoint_steps, run_matrix
+    from dashrepro.experiment.run_matrix import base_scale, run_matrix
+    from dashrepro.training.settings import TrainSettings
 
     runs = run_matrix(config)
     counts = Counter()
     for (_, scale), seeds in runs.items():
         counts[f"train_lora_{scale}"] += len(seeds)
         counts["select_best_checkpoint"] += len(seeds)
-        checkpoints = len(seeds) * len(checkpoint_steps(config["scales"][scale]["train"]))
+        checkpoints = len(seeds) * len(
+            TrainSettings.from_config(config["scales"][scale]["train"]).checkpoint_steps()
+        )
         counts["generate_checkpoint_responses"] += checkpoints
         counts["grade_checkpoint"] += checkpoints
     counts["evaluate_base_model"] = len({base_scale(config, scale) for _, scale in runs})

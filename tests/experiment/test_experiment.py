@@ -9,8 +9,9 @@ import pytest
 
 from dashrepro.analysis.registry import INPUT_SETS
 from dashrepro.experiment.config import load_config
-from dashrepro.experiment.run_matrix import checkpoint_steps, spec_scales
+from dashrepro.experiment.run_matrix import spec_scales
 from dashrepro.experiment.workflow import CPU_ENV, GPU_ENV, Experiment
+from dashrepro.training.settings import TrainSettings
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +55,7 @@ def test_an_unknown_input_set_is_named(default):
 
 
 def test_a_checkpoint_set_has_every_step_of_each_run(default):
-    steps = checkpoint_steps(default.config["scales"]["tiny"]["train"])
+    steps = TrainSettings.from_config(default.config["scales"]["tiny"]["train"]).checkpoint_steps()
     keys = default.result_keys("summaries", ["tiny"], ["opsd"])
     assert keys == [["opsd", "tiny", s, t] for s in default.runs[("opsd", "tiny")] for t in steps]
     assert default.steps("tiny") == steps

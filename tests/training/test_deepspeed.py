@@ -39,6 +39,7 @@ from test_trainer_resume import (
 
 from dashrepro.training.distributed import deepspeed_config, launch_command, make_accelerator
 from dashrepro.training.preemption import PREEMPTED_EXIT_CODE
+from dashrepro.training.settings import TrainSettings
 
 PAPER_CONFIG = REPO_ROOT / "config" / "deepspeed" / "zero2_offload.json"
 #: The paper's DeepSpeed setup: ZeRO-2 with optimizer offload, in bf16.
@@ -66,13 +67,19 @@ def config_without_offload_in_fp32(folder: Path) -> Path:
 # ------------------------------------------------------------------------------------------------
 
 
+def settings(**train) -> TrainSettings:
+    """The resume tests' settings with ``train`` over them."""
+    return TrainSettings.from_config({**TRAIN, **train})
+
+
 def test_the_deepspeed_precision_is_the_runs(tmp_path):
     batch = {"micro_batch_size": 2, "grad_accumulation": 1}
-    paper = deepspeed_config({**batch, **PAPER}, world_size=1)
+    paper = deepspeed_config(settings(**batch, **PAPER), world_size=1)
     assert paper["bf16"]["enabled"] is True and paper["fp16"]["enabled"] is False
     auto = {**batch, "deepspeed_config": str(config_without_offload_in_fp32(tmp_path))}
-    assert deepspeed_config(auto, world_size=1)["bf16"]["enabled"] is False
-    assert deepspeed_config({**auto, "precision": "bf16"}, world_size=1)["bf16"]["enabled"] is True
+    assert deepspeed_config(settings(**auto), world_size=1)["bf16"]["enabled"] is False
+    bf16 = deepspeed_config(settings(**auto, precision="bf16"), world_size=1)
+    assert bf16["bf16"]["enabled"] is True
 
     def written(name: str, **sections) -> str:
         (tmp_path / name).write_text(json.dumps(json.loads(PAPER_CONFIG.read_text()) | sections))
@@ -81,20 +88,20 @@ def test_the_deepspeed_precision_is_the_runs(tmp_path):
     # A file enabling bf16 would silently train an fp32 run in bf16 (accelerate lets it pass).
     bf16_file = written("bf16.json", bf16={"enabled": True})
     with pytest.raises(ValueError, match=r"bf16.enabled = True contradicts train.precision 'fp32'"):
-        deepspeed_config({**batch, "deepspeed_config": bf16_file}, world_size=1)
+        deepspeed_config(settings(**batch, deepspeed_config=bf16_file), world_size=1)
     fp16_file = written("fp16.json", bf16={"enabled": "auto"}, fp16={"enabled": True})
     with pytest.raises(ValueError, match=r"fp16.enabled = True contradicts train.precision 'bf16'"):
-        deepspeed_config({**PAPER, **batch, "deepspeed_config": fp16_file}, world_size=1)
+        deepspeed_config(
+            settings(**{**PAPER, **batch, "deepspeed_config": fp16_file}), world_size=1
+        )
 
 
 def test_a_missing_deepspeed_config_or_an_unknown_precision_is_refused(tmp_path):
     missing = str(tmp_path / "zero9.json")
     with pytest.raises(FileNotFoundError, match="zero9.json"):
-        deepspeed_config(
-            {"deepspeed_config": missing, "micro_batch_size": 1, "grad_accumulation": 1}
-        )
+        deepspeed_config(settings(deepspeed_config=missing))
     with pytest.raises(ValueError, match=r"train.precision must be one of fp32, bf16; got 'fp16'"):
-        make_accelerator({"precision": "fp16", "grad_accumulation": 1})
+        make_accelerator(settings(precision="fp16"))
 
 
 # ------------------------------------------------------------------------------------------------

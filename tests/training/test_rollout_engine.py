@@ -10,6 +10,7 @@ import pytest
 
 from dashrepro.sampling import SamplingSettings
 from dashrepro.training import rollouts
+from dashrepro.training.settings import LoraSettings, TrainSettings
 
 
 class FakeEngine:
@@ -46,14 +47,12 @@ class FakePolicy:
         (Path(folder) / "adapter.txt").write_text(f"v{self.version}")
 
 
-TRAIN = {
-    "rollout_backend": "vllm",
-    "temperature": 1.0,
-    "top_p": 1.0,
-    "top_k": None,
-    "max_new_tokens": 8,
-    "vllm": {"dtype": "float32"},
-}
+TRAIN = TrainSettings(
+    steps=1, checkpoint_every=1, lr=1e-3, micro_batch_size=1, grad_accumulation=1,
+    max_new_tokens=8, temperature=1.0, top_p=1.0, top_k=0, rollout_backend="vllm",
+    vllm={"dtype": "float32"},
+)  # fmt: skip
+LORA = LoraSettings(r=8, alpha=16, dropout=0.0, target_modules=("q_proj",))
 
 
 @pytest.mark.parametrize("cuda", [False, True])
@@ -62,7 +61,7 @@ def test_rollouts_sync_the_current_adapter_and_sleep_only_on_a_gpu(monkeypatch, 
 
     monkeypatch.setattr(vllm_module, "VLLMSampler", FakeEngine)
     monkeypatch.setattr(rollouts, "cuda_available", lambda: cuda)
-    sampler = rollouts.RolloutSampler(None, TRAIN, {"r": 8}, "base", tmp_path, rank=1)
+    sampler = rollouts.RolloutSampler(None, TRAIN, LORA, "base", tmp_path, rank=1)
     engine = sampler.sampler
     assert engine.kwargs["enable_sleep_mode"] is cuda
     assert engine.kwargs["dtype"] == "float32"  # train.vllm reaches the engine

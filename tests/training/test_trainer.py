@@ -8,10 +8,10 @@ from conftest import REPO_ROOT
 
 from dashrepro import objectives
 from dashrepro.data.prompts import TeacherProtocol
-from dashrepro.experiment.run_matrix import checkpoint_steps
 from dashrepro.training.batching import response_logits, right_pad_concat
 from dashrepro.training.methods import MethodSpec
 from dashrepro.training.model import load_lora_student
+from dashrepro.training.settings import TrainSettings
 from dashrepro.training.trainer import train_run
 
 LORA = {
@@ -58,8 +58,9 @@ def test_disabled_adapter_is_the_base_model(tiny_setup):
     assert not torch.allclose(adapted, reference)
 
 
-def test_checkpoint_steps():
-    assert checkpoint_steps({"steps": 200, "checkpoint_every": 20}) == list(range(20, 201, 20))
+def test_checkpoint_steps(default_config):
+    train = {**default_config["scales"]["tiny"]["train"], "steps": 200, "checkpoint_every": 20}
+    assert TrainSettings.from_config(train).checkpoint_steps() == list(range(20, 201, 20))
 
 
 @pytest.mark.parametrize("method", ["opsd", "dash"])
@@ -317,11 +318,14 @@ def test_method_spec_is_checked_against_the_objective_registry(default_config):
 def test_deepspeed_config_gets_the_run_batch_sizes(repo_root):
     from dashrepro.training.distributed import deepspeed_config
 
-    train = {
-        "deepspeed_config": str(repo_root / "config/deepspeed/zero2_offload.json"),
-        "micro_batch_size": 4,
-        "grad_accumulation": 2,
-    }
+    train = TrainSettings.from_config(
+        {
+            **ONE_STEP,
+            "deepspeed_config": str(repo_root / "config/deepspeed/zero2_offload.json"),
+            "micro_batch_size": 4,
+            "grad_accumulation": 2,
+        }
+    )
     config = deepspeed_config(train, world_size=8)
     assert config["zero_optimization"]["stage"] == 2
     assert config["zero_optimization"]["offload_optimizer"]["device"] == "cpu"

@@ -99,6 +99,16 @@ class TeacherProtocol:
             analysis_max_tokens=int(protocol.get("analysis_max_tokens", ANALYSIS_MAX_TOKENS)),
         )
 
+    def to_config(self) -> dict:
+        """The ``protocol`` keys this protocol was read from; ``from_config`` reads them back."""
+        return {
+            "teacher_message_template": self.template,
+            "analysis_instruction": self.analysis_instruction,
+            "transition_instruction": self.transition_instruction,
+            "teacher_context": self.context,
+            "analysis_max_tokens": self.analysis_max_tokens,
+        }
+
     @property
     def generates_analysis(self) -> bool:
         """Whether the teacher writes an analysis before it scores (``reason_first``)."""

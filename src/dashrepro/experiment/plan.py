@@ -24,10 +24,10 @@ from dashrepro.analysis.registry import kind_needs
 from dashrepro.experiment.run_matrix import (
     GROUPS,
     base_scale,
-    checkpoint_steps,
     run_matrix,
     spec_scales,
 )
+from dashrepro.training.settings import TrainSettings
 
 #: Input sets that need each checkpoint evaluated (generation + grading), and selection.
 EVALUATED = {"selections", "summaries", "samples"}
@@ -57,7 +57,9 @@ def target_jobs(config: Mapping, groups: tuple[str, ...]) -> Counter:
     for _, scale, _ in trained:
         jobs[("train", scale)] += 1
     for _, scale, _ in evaluated:
-        checkpoints = len(checkpoint_steps(config["scales"][scale]["train"]))
+        checkpoints = len(
+            TrainSettings.from_config(config["scales"][scale]["train"]).checkpoint_steps()
+        )
         jobs[("generate", scale)] += checkpoints
         jobs[("grade", scale)] += checkpoints
         jobs[("select", scale)] += 1

@@ -37,12 +37,6 @@ from dashrepro.layout import value_name
 GROUPS = ("tables", "figures")
 
 
-def checkpoint_steps(train: Mapping) -> list[int]:
-    """The steps at which a scale's run saves a checkpoint: every ``checkpoint_every`` steps."""
-    every = train["checkpoint_every"]
-    return list(range(every, train["steps"] + 1, every))
-
-
 def _fill(template: str, values: Mapping[str, object], name_form: bool) -> str:
     """``template`` with each ``{key}`` replaced (plain replacement, so LaTeX braces stay)."""
     for key, value in values.items():

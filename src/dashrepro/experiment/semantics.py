@@ -23,6 +23,7 @@ from dashrepro.experiment.run_matrix import (
     spec_scales,
 )
 from dashrepro.layout import experiment_name_problem, resolve_repo_path
+from dashrepro.training.settings import TrainSettings
 
 #: The name the validation split (``data.validation``) is evaluated under, beside the benchmarks.
 VALIDATION_SPLIT = "validation"
@@ -73,7 +74,7 @@ def _method_problems(name: str, method: Mapping, config: Mapping) -> list[str]:
         for scale, spec in config["scales"].items():
             if scale not in trained:
                 continue
-            per_process = spec["train"]["micro_batch_size"] * spec["train"]["grad_accumulation"]
+            per_process = TrainSettings.from_config(spec["train"]).rollouts_per_process
             if per_process % grpo["group_size"]:
                 problems.append(
                     f"{where}.grpo.group_size: {grpo['group_size']} does not divide "
@@ -92,18 +93,18 @@ def _method_problems(name: str, method: Mapping, config: Mapping) -> list[str]:
 def _length_problems(scale: str, spec: Mapping, evaluation: Mapping | None) -> list[str]:
     """Lengths that cannot fit: a rollout in its total budget, sequences in the model's context
     (the evaluation's too, for a scale that is evaluated: ``evaluation`` not None)."""
-    train, problems = spec["train"], []
-    total = train.get("max_total_length")
-    if total is not None and total <= train["max_new_tokens"]:
+    train, problems = TrainSettings.from_config(spec["train"]), []
+    total = train.max_total_length
+    if total is not None and total <= train.max_new_tokens:
         problems.append(
             f"scales.{scale}.train.max_total_length: {total} leaves no room for a prompt before "
-            f"max_new_tokens={train['max_new_tokens']} (it must be larger)"
+            f"max_new_tokens={train.max_new_tokens} (it must be larger)"
         )
     if spec["source"] == "embedded":
         context = spec["architecture"]["max_position_embeddings"]
         for key, value in (
             ("train.max_total_length", total),
-            ("train.max_new_tokens", train["max_new_tokens"]),
+            ("train.max_new_tokens", train.max_new_tokens),
         ):
             if value is not None and value > context:
                 problems.append(
@@ -135,7 +136,9 @@ def _lora_rank_problems(scale: str, spec: Mapping, evaluation: Mapping | None) -
                 f"{limit}, so vLLM would refuse every adapter of this scale at evaluation: set "
                 f"evaluation.vllm.max_lora_rank to {enough} (or lower lora.r)"
             )
-    if spec["train"].get("rollout_backend") == "vllm" and rank not in VLLM_MAX_LORA_RANKS:
+    if TrainSettings.from_config(spec["train"]).rollout_backend == "vllm" and (
+        rank not in VLLM_MAX_LORA_RANKS
+    ):
         problems.append(
             f"scales.{scale}.lora.r: {rank} is not a rank vLLM accepts as max_lora_rank "
             f"{VLLM_MAX_LORA_RANKS}, which vLLM rollouts (scales.{scale}.train.rollout_backend: "
@@ -154,7 +157,8 @@ def vllm_backend_keys(config: Mapping, rules: set[str]) -> list[str]:
     if config["evaluation"]["backend"] == "vllm" and rules & set(EVALUATION_RULES):
         keys.append("evaluation.backend")
     for scale, spec in config["scales"].items():
-        if spec["train"].get("rollout_backend") == "vllm" and f"train_lora_{scale}" in rules:
+        train = TrainSettings.from_config(spec["train"])
+        if train.rollout_backend == "vllm" and f"train_lora_{scale}" in rules:
             keys.append(f"scales.{scale}.train.rollout_backend")
     return keys
 
@@ -204,18 +208,15 @@ def check_semantics(config: Mapping) -> list[str]:
         scale_eval = scale_evaluation(config, scale) if scale in evaluated else None
         problems += _length_problems(scale, spec, scale_eval)
         problems += _lora_rank_problems(scale, spec, scale_eval)
-        train = spec["train"]
-        if train["steps"] % train["checkpoint_every"]:
+        train = TrainSettings.from_config(spec["train"])
+        if train.steps % train.checkpoint_every:
             problems.append(
-                f"scales.{scale}.train.checkpoint_every: {train['checkpoint_every']} does not "
-                f"divide steps={train['steps']}"
+                f"scales.{scale}.train.checkpoint_every: {train.checkpoint_every} does not "
+                f"divide steps={train.steps}"
             )
-        if (
-            train.get("deepspeed_config")
-            and not resolve_repo_path(train["deepspeed_config"]).is_file()
-        ):
+        if train.deepspeed_config and not resolve_repo_path(train.deepspeed_config).is_file():
             problems.append(
-                f"scales.{scale}.train.deepspeed_config: no such file {train['deepspeed_config']!r}"
+                f"scales.{scale}.train.deepspeed_config: no such file {train.deepspeed_config!r}"
             )
         if spec["source"] != "embedded":
             continue
@@ -229,7 +230,7 @@ def check_semantics(config: Mapping) -> list[str]:
             key: value
             for key, value in (
                 ("evaluation.backend", evaluation["backend"]),
-                (f"scales.{scale}.train.rollout_backend", train.get("rollout_backend", "hf")),
+                (f"scales.{scale}.train.rollout_backend", train.rollout_backend),
             )
             if value == "vllm"
         }

@@ -23,7 +23,6 @@ from dashrepro.experiment.parameters import METHOD_TRAINING_KEYS, teacher_views_
 from dashrepro.experiment.run_matrix import (
     GROUPS,
     base_scale,
-    checkpoint_steps,
     run_matrix,
     spec_scales,
 )
@@ -41,6 +40,7 @@ from dashrepro.layout import (
     Results,
     resolve_repo_path,
 )
+from dashrepro.training.settings import TrainSettings
 
 # The generation settings a checkpoint's responses depend on (the rest of `evaluation` grades).
 GENERATION_KEYS = (
@@ -148,17 +148,23 @@ class Experiment:
         spec = self.config["methods"][method]
         return {key: spec[key] for key in METHOD_TRAINING_KEYS if key in spec}
 
+    def train_settings(self, scale: str) -> TrainSettings:
+        """A scale's training settings."""
+        return TrainSettings.from_config(
+            self.config["scales"][scale]["train"], f"scales.{scale}.train"
+        )
+
     def steps(self, scale: str) -> list[int]:
         """A scale's checkpoint steps."""
-        return checkpoint_steps(self.config["scales"][scale]["train"])
+        return self.train_settings(scale).checkpoint_steps()
 
     def training_env(self, scale: str) -> str:
         """The GPU environment for a GPU run (vLLM rollouts, bf16 or DeepSpeed), else CPU's."""
-        train = self.config["scales"][scale]["train"]
+        train = self.train_settings(scale)
         gpu = (
-            train.get("rollout_backend") == "vllm"
-            or train.get("precision") == "bf16"
-            or train.get("deepspeed_config")
+            train.rollout_backend == "vllm"
+            or train.precision == "bf16"
+            or bool(train.deepspeed_config)
         )
         return GPU_ENV if gpu else CPU_ENV
 
@@ -166,15 +172,15 @@ class Experiment:
         """GPUs of a scale's training job: its ``num_processes``, so config and profile agree."""
         if self.training_env(scale) != GPU_ENV:
             return 0
-        return int(self.config["scales"][scale]["train"].get("num_processes", 1))
+        return self.train_settings(scale).num_processes
 
     def batch_layout(self, scale: str) -> dict:
         """A scale's batch decomposition (what the batch_runtime table shows)."""
-        train = self.config["scales"][scale]["train"]
+        train = self.train_settings(scale)
         return {
-            "micro_batch_size": train["micro_batch_size"],
-            "grad_accumulation": train["grad_accumulation"],
-            "num_processes": train.get("num_processes", 1),
+            "micro_batch_size": train.micro_batch_size,
+            "grad_accumulation": train.grad_accumulation,
+            "num_processes": train.num_processes,
         }
 
     # data ---------------------------------------------------------------------------------

@@ -24,6 +24,8 @@ from typing import Any
 
 import torch
 
+from dashrepro.training.settings import TrainSettings
+
 #: ``train.precision``: fp32, or bf16 (DDP: autocast, the base weights in bf16 and LoRA's in
 #: fp32; DeepSpeed: the config's "bf16" section, the module in bf16 and fp32 master weights).
 PRECISIONS = ("fp32", "bf16")
@@ -44,12 +46,12 @@ def launch_command(spec: str | Path, n_processes: int) -> list[str]:
     ]  # fmt: skip
 
 
-def make_accelerator(train: Mapping):
+def make_accelerator(train: TrainSettings):
     """An ``accelerate.Accelerator``: DDP (gloo on CPU, NCCL on GPU) or DeepSpeed ZeRO-2 (on a GPU,
     or on DeepSpeed's CPU accelerator with gloo), in fp32 or bf16 autocast."""
     from accelerate import Accelerator
 
-    precision = train.get("precision", "fp32")
+    precision = train.precision
     if precision not in PRECISIONS:
         raise ValueError(
             f"train.precision must be one of {', '.join(PRECISIONS)}; got {precision!r}"
@@ -57,13 +59,13 @@ def make_accelerator(train: Mapping):
     cuda = torch.cuda.is_available()
     # accelerate's accumulation: backward() divides the loss by grad_accumulation, DDP skips the
     # all-reduce and DeepSpeed the step on all but the last micro-batch of a step.
-    kwargs: dict[str, Any] = {"gradient_accumulation_steps": int(train["grad_accumulation"])}
+    kwargs: dict[str, Any] = {"gradient_accumulation_steps": train.grad_accumulation}
     if precision == "bf16":
         # On CPU too, deliberately: torch autocasts to bfloat16 on CPU, so the GPU runs'
         # precision is trained and tested here as well (slower than fp32 on most CPUs). Under
         # DeepSpeed accelerate hands it to the config's "bf16" section instead.
         kwargs["mixed_precision"] = "bf16"
-    if not train.get("deepspeed_config"):
+    if not train.deepspeed_config:
         kwargs["cpu"] = not cuda
         return Accelerator(**kwargs)
 
@@ -109,7 +111,7 @@ def _skip_cpu_inference_kernel() -> None:
     deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
 
 
-def deepspeed_config(train: Mapping, world_size: int | None = None) -> dict:
+def deepspeed_config(train: TrainSettings, world_size: int | None = None) -> dict:
     """The run's DeepSpeed config: the file's, with its "auto" entries filled in.
 
     Without a prepared dataloader accelerate cannot infer the micro-batch size, so the trainer
@@ -120,12 +122,12 @@ def deepspeed_config(train: Mapping, world_size: int | None = None) -> dict:
     """
     from dashrepro.layout import resolve_repo_path
 
-    path = resolve_repo_path(train["deepspeed_config"])
+    path = resolve_repo_path(train.deepspeed_config)
     if not path.is_file():
         raise FileNotFoundError(f"train.deepspeed_config: no such file {str(path)!r}")
     config = json.loads(path.read_text())
     world = world_size or int(os.environ.get("WORLD_SIZE", "1"))
-    micro, accum = int(train["micro_batch_size"]), int(train["grad_accumulation"])
+    micro, accum = train.micro_batch_size, train.grad_accumulation
     filled = {
         "train_micro_batch_size_per_gpu": micro,
         "gradient_accumulation_steps": accum,
@@ -137,20 +139,20 @@ def deepspeed_config(train: Mapping, world_size: int | None = None) -> dict:
             config[key] = value
         elif config[key] != value:
             raise ValueError(
-                f"{train['deepspeed_config']}: {key} = {config[key]!r} contradicts the run "
+                f"{train.deepspeed_config}: {key} = {config[key]!r} contradicts the run "
                 f'config ({value!r}); set it to "auto"'
             )
     # The weights' precision is train.precision's: a config enabling bf16 in an fp32 run would
     # train in bf16 unnoticed (accelerate does not check it), and fp16 is no precision here.
-    bf16 = train.get("precision", "fp32") == "bf16"
+    bf16 = train.precision == "bf16"
     for section, wanted in (("bf16", bf16), ("fp16", False)):
         enabled = config.setdefault(section, {}).get("enabled", "auto")
         if enabled == "auto":
             config[section]["enabled"] = wanted
         elif enabled is not wanted:
             raise ValueError(
-                f"{train['deepspeed_config']}: {section}.enabled = {enabled!r} contradicts "
-                f"train.precision {train.get('precision', 'fp32')!r}"
+                f"{train.deepspeed_config}: {section}.enabled = {enabled!r} contradicts "
+                f"train.precision {train.precision!r}"
             )
     return config
 

@@ -21,6 +21,8 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM
 
+from dashrepro.training.settings import LoraSettings, TrainSettings
+
 
 def resolve_attn_implementation(requested: str) -> str:
     """``auto``: FlashAttention-2 when installed and a GPU is present, else PyTorch SDPA."""
@@ -31,26 +33,33 @@ def resolve_attn_implementation(requested: str) -> str:
     return "sdpa"
 
 
-def load_lora_student(base_model: str | Path, lora: Mapping, seed: int, train: Mapping = None):
-    """The base network with a fresh LoRA adapter (B = 0, A seeded), ready to train."""
-    train = train or {}
-    precision = train.get("precision", "fp32")
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+def load_lora_student(
+    base_model: str | Path,
+    lora: LoraSettings | Mapping,
+    seed: int,
+    train: TrainSettings | Mapping | None = None,
+):
+    """The base network with a fresh LoRA adapter (B = 0, A seeded), ready to train; ``train``
+    gives the precision, attention kernel and checkpointing (None: their defaults)."""
+    lora = LoraSettings.from_config(lora)
+    # The class's attributes are the fields' defaults: one home for them.
+    train = TrainSettings if train is None else TrainSettings.from_config(train)
+    dtype = torch.bfloat16 if train.precision == "bf16" else torch.float32
     base = AutoModelForCausalLM.from_pretrained(
         str(base_model),
         dtype=dtype,
-        attn_implementation=resolve_attn_implementation(train.get("attn_implementation", "sdpa")),
+        attn_implementation=resolve_attn_implementation(train.attn_implementation),
     )
-    if train.get("gradient_checkpointing"):
+    if train.gradient_checkpointing:
         # Non-reentrant checkpointing works with frozen embeddings (LoRA) without the
         # enable_input_require_grads hook that the reentrant variant needs.
         base.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     torch.manual_seed(seed)  # LoRA A is Kaiming-initialised (B = 0): the seed fixes it
     config = LoraConfig(
-        r=lora["r"],
-        lora_alpha=lora["alpha"],
-        lora_dropout=lora["dropout"],
-        target_modules=list(lora["target_modules"]),
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=list(lora.target_modules),
         bias="none",
         task_type="CAUSAL_LM",
     )

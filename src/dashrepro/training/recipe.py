@@ -36,7 +36,7 @@ import math
 import random
 import shutil
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,12 +46,12 @@ import torch
 from dashrepro import objectives
 from dashrepro.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from dashrepro.data.prompts import TeacherProtocol
-from dashrepro.experiment.run_matrix import checkpoint_steps
 from dashrepro.hub import source_fingerprint
 from dashrepro.io import (
     atomic_dir,
     load_tokenizer,
     read_parquet,
+    write_json,
     write_parquet,
 )
 from dashrepro.layout import TEACHER_CONTEXTS, TOKEN_TRACES, TRAIN_METRICS
@@ -85,6 +85,7 @@ from dashrepro.training.metrics import (
 from dashrepro.training.model import build_optimizer, load_lora_student
 from dashrepro.training.preemption import PREEMPTED_EXIT_CODE, PreemptionGuard
 from dashrepro.training.rollouts import RolloutSampler, Share
+from dashrepro.training.settings import LoraSettings, TrainSettings
 from dashrepro.training.teacher import (
     CONTEXT_COLUMNS,
     analysis_budget,
@@ -102,23 +103,30 @@ DEEPSPEED_FILES = "deepspeed_files"
 
 @dataclass(frozen=True)
 class RunSpec:
-    """One run: ``train_run``'s arguments (``log`` aside)."""
+    """One run: ``train_run``'s arguments (``log`` aside). ``train`` and ``lora`` may be given
+    as their config mappings; they are held as ``TrainSettings`` and ``LoraSettings``."""
 
     base_model_dir: str | Path
     train_parquet: str | Path
     out_dir: str | Path
     method: MethodSpec
-    train: Mapping
-    lora: Mapping
+    train: TrainSettings
+    lora: LoraSettings
     protocol: TeacherProtocol
     seed: int
     trace_rollouts: int = 4
     progress: bool = False
 
+    def __post_init__(self):
+        # Frozen: the settings types are set once, here, from whatever mapping was given.
+        object.__setattr__(self, "train", TrainSettings.from_config(self.train))
+        object.__setattr__(self, "lora", LoraSettings.from_config(self.lora))
+
     @classmethod
     def from_json(cls, path: str | Path) -> RunSpec:
         """The run of a JSON file holding train_run's keyword arguments (the method as
-        ``method_name`` + its config entry ``method``, the protocol as its mapping)."""
+        ``method_name`` + its config entry ``method``, the protocol as its mapping), as
+        ``to_json`` writes it."""
         spec = json.loads(Path(path).read_text())
         return cls(
             base_model_dir=spec["base_model_dir"],
@@ -133,16 +141,38 @@ class RunSpec:
             progress=bool(spec.get("progress", False)),
         )
 
+    def to_json(self, path: str | Path) -> Path:
+        """Write the run for ``from_json`` (atomically); returns ``path``."""
+        spec = {
+            "base_model_dir": str(self.base_model_dir),
+            "train_parquet": str(self.train_parquet),
+            "out_dir": str(self.out_dir),
+            "method_name": self.method.name,
+            "method": self.method.training_config(),
+            "train": self.train.to_dict(),
+            "lora": self.lora.to_dict(),
+            "protocol": self.protocol.to_config(),
+            "seed": self.seed,
+            "trace_rollouts": self.trace_rollouts,
+            "progress": self.progress,
+        }
+        write_json(path, spec)
+        return Path(path)
+
 
 def run_fingerprint_config(
-    method: MethodSpec, train: Mapping, lora: Mapping, protocol: TeacherProtocol, seed: int
+    method: MethodSpec,
+    train: TrainSettings,
+    lora: LoraSettings,
+    protocol: TeacherProtocol,
+    seed: int,
 ) -> dict:
     """Everything in the config that determines the trained adapter (the trainer adds the
     content hashes of its inputs): a state written under other values is not resumed."""
     return {
         "method": method.training_config(),
-        "train": dict(train),
-        "lora": dict(lora),
+        "train": train.to_dict(),
+        "lora": lora.to_dict(),
         "protocol": dataclasses.asdict(protocol),
         "seed": seed,
     }
@@ -165,7 +195,7 @@ class DistillationRecipe:
         self.log = log
         self.out_dir = Path(spec.out_dir)
         self.resume_root = self.out_dir / RESUME_DIR
-        self.deepspeed = bool(spec.train.get("deepspeed_config"))
+        self.deepspeed = bool(spec.train.deepspeed_config)
         # Run state: the last finished step, one metrics record per step, token-trace frames,
         # the traced rollouts' teacher contexts.
         self.step = 0
@@ -188,9 +218,9 @@ class DistillationRecipe:
         self.data = read_parquet(spec.train_parquet)
         check_training_data(self.data, str(spec.train_parquet))
         self.layout = self._batch_layout()
-        self.steps = int(train["steps"])
+        self.steps = train.steps
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
-        optimizer, self.scheduler = build_optimizer(self.trainable, train["lr"], self.steps)
+        optimizer, self.scheduler = build_optimizer(self.trainable, train.lr, self.steps)
         self.model, self.optimizer = self.accelerator.prepare(self.model, optimizer)
         self.policy = self.accelerator.unwrap_model(self.model)
         self.device = self.accelerator.device
@@ -212,7 +242,7 @@ class DistillationRecipe:
         self.pad_id = self.tokenizer.pad_token_id
         self.analyses = generates_analysis(self.method, spec.protocol)
         self.max_positions = getattr(self.policy.config, "max_position_embeddings", None)
-        self.save_at = set(checkpoint_steps(train))
+        self.save_at = set(train.checkpoint_steps())
         self.trace_at = {1, *self.save_at}
         if spec.progress and self.accelerator.is_main_process:
             from tqdm import tqdm
@@ -226,8 +256,7 @@ class DistillationRecipe:
         return self.accelerator.process_index
 
     def _batch_layout(self) -> BatchLayout:
-        micro = int(self.spec.train["micro_batch_size"])
-        accum = int(self.spec.train["grad_accumulation"])
+        micro, accum = self.spec.train.micro_batch_size, self.spec.train.grad_accumulation
         group = self.method.group_size
         if (micro * accum) % group:
             raise ValueError(
@@ -331,7 +360,7 @@ class DistillationRecipe:
         self.model.train()
         # A training state every `state_every_minutes` of training as well as at checkpoints,
         # so a job killed without notice (SIGKILL, a node failure) loses at most that much.
-        every = self.spec.train.get("state_every_minutes")
+        every = self.spec.train.state_every_minutes
         last_state = time.monotonic()
         with PreemptionGuard(log=None) as guard:
             for step in range(self.step + 1, self.steps + 1):
@@ -469,7 +498,7 @@ class DistillationRecipe:
             tokens,
             mask,
             kept_advantages,
-            temperature=float(self.spec.train.get("loss_temperature", 1.0)),
+            temperature=self.spec.train.loss_temperature,
         )
         if step in self.trace_at and global_micro == 0:
             result.trace["divergence"] = self._traced_divergence(student_logits, view_logits, mask)
@@ -481,7 +510,7 @@ class DistillationRecipe:
         """The unclipped forward KL D_t per token of the traced rollouts (the motivation figure's
         D_t, whatever the method's own signal, clip or objective), at the loss temperature."""
         n = min(self.spec.trace_rollouts, student_logits.shape[0])
-        temperature = float(self.spec.train.get("loss_temperature", 1.0))
+        temperature = self.spec.train.loss_temperature
         with torch.no_grad():
             return objectives.local_signal(
                 student_logits[:n].detach() / temperature,

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,6 +33,7 @@ from dashrepro.grading import reward_exact_match
 from dashrepro.sampling import SamplingSettings
 from dashrepro.sampling.hf import sample_responses
 from dashrepro.training.batching import encode
+from dashrepro.training.settings import LoraSettings, TrainSettings
 
 
 def cuda_available() -> bool:
@@ -57,13 +57,13 @@ class Share:
     analyses: list | None = None  # reason_first: the teacher's analysis Sample per rollout
 
 
-def sampling_settings(train: Mapping) -> SamplingSettings:
-    """The rollout sampling settings of a run's ``train`` config."""
+def sampling_settings(train: TrainSettings) -> SamplingSettings:
+    """The rollout sampling settings of a run's training settings."""
     return SamplingSettings(
-        temperature=train["temperature"],
-        top_p=train["top_p"],
-        top_k=train["top_k"],
-        max_new_tokens=train["max_new_tokens"],
+        temperature=train.temperature,
+        top_p=train.top_p,
+        top_k=train.top_k,
+        max_new_tokens=train.max_new_tokens,
     )
 
 
@@ -71,25 +71,31 @@ class RolloutSampler:
     """Student rollouts by HF ``generate`` or a colocated vLLM engine with a synced adapter."""
 
     def __init__(
-        self, tokenizer, train: Mapping, lora: Mapping, base_model, adapter_dir, rank: int
+        self,
+        tokenizer,
+        train: TrainSettings,
+        lora: LoraSettings,
+        base_model,
+        adapter_dir,
+        rank: int,
     ):
         self.tokenizer = tokenizer
         self.rank = rank
-        self.backend = train.get("rollout_backend", "hf")
+        self.backend = train.rollout_backend
         self.settings = sampling_settings(train)
-        self.max_total = int(train.get("max_total_length") or 10**9)
+        self.max_total = train.max_total_length or 10**9
         self.sampler = None
         self.sleep_mode = False
         if self.backend == "vllm":
             from dashrepro.sampling.vllm import VLLMSampler
 
-            options = dict(train.get("vllm") or {})
+            options = dict(train.vllm)
             self.sleep_mode = cuda_available()
             self.sampler = VLLMSampler(
                 str(base_model),
-                max_lora_rank=lora["r"],
+                max_lora_rank=lora.r,
                 enable_sleep_mode=self.sleep_mode,
-                max_model_len=train.get("max_total_length"),
+                max_model_len=train.max_total_length,
                 **options,
             )
             self.adapter_dir = Path(adapter_dir)

@@ -67,10 +67,8 @@ import torch
 
 from dashrepro.data.prompts import TeacherProtocol
 from dashrepro.training.methods import MethodSpec
-from dashrepro.training.recipe import (
-    DistillationRecipe,
-    RunSpec,
-)
+from dashrepro.training.recipe import DistillationRecipe, RunSpec
+from dashrepro.training.settings import LoraSettings, TrainSettings
 
 
 def train_run(
@@ -79,8 +77,8 @@ def train_run(
     train_parquet: str | Path,
     out_dir: str | Path,
     method: MethodSpec,
-    train: Mapping,
-    lora: Mapping,
+    train: TrainSettings | Mapping,
+    lora: LoraSettings | Mapping,
     protocol: TeacherProtocol,
     seed: int,
     log: Callable[[str], None] = print,
@@ -100,10 +98,11 @@ def train_run(
         trace_rollouts=trace_rollouts,
         progress=progress,
     )
-    return _run(spec, log)
+    return run_spec(spec, log)
 
 
-def _run(spec: RunSpec, log: Callable[[str], None] = print) -> pd.DataFrame:
+def run_spec(spec: RunSpec, log: Callable[[str], None] = print) -> pd.DataFrame:
+    """Train the run ``spec`` describes (setup, then the step loop); the metrics."""
     recipe = DistillationRecipe(spec, log=log)
     recipe.setup()
     return recipe.train()
@@ -111,7 +110,7 @@ def _run(spec: RunSpec, log: Callable[[str], None] = print) -> pd.DataFrame:
 
 def run_from_json(path: str | Path) -> pd.DataFrame:
     """Train from a JSON file holding train_run's keyword arguments (protocol as its mapping)."""
-    return _run(RunSpec.from_json(path))
+    return run_spec(RunSpec.from_json(path))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -39,11 +39,11 @@ def build(spec: Mapping, inputs: Mapping, context: Mapping) -> pd.DataFrame:
         hours.setdefault(scale, []).append(run_hours(read_parquet(path)))
     cells = []
     for scale in context["scales"]:
-        train = context["train"][scale]
+        layout = context["train"][scale]  # Workflow.batch_layout's
         values = {
-            "micro_batch_size": train["micro_batch_size"],
-            "grad_accumulation": train["grad_accumulation"],
-            "num_gpus": train.get("num_processes", 1),
+            "micro_batch_size": layout["micro_batch_size"],
+            "grad_accumulation": layout["grad_accumulation"],
+            "num_gpus": layout["num_processes"],
             "hours": sum(hours[scale]) / len(hours[scale]),
         }
         for column, value in values.items():
