@@ -207,8 +207,8 @@ def test_local_benchmark_layout_ignores_extra_columns(tmp_path):
         (pd.NA, None),
     ],
 )
-def test_normalise_answer(value, expected):
-    assert ds.normalise_answer(value) == expected
+def test_an_answer_cell_reads_as_stripped_text_or_none(value, expected):
+    assert ds._scalar_text(value, column="answer", row=0, where="x.parquet", strip=True) == expected
 
 
 def test_parquet_int_answers_promoted_to_float_by_a_null(tmp_path):

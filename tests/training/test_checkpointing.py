@@ -24,7 +24,6 @@ from dashrepro.training.checkpointing import (
 from dashrepro.training.fingerprint import config_fingerprint
 from dashrepro.training.preemption import PREEMPTED_EXIT_CODE, PreemptionGuard
 from dashrepro.training.state_choice import (
-    latest_complete_checkpoint,
     newest_complete_steps,
     prune_states,
 )
@@ -293,13 +292,13 @@ def test_a_state_that_would_need_pickle_is_never_committed(tmp_path):
     assert list(tmp_path.iterdir()) == []  # neither the final folder nor a temporary one
 
 
-def test_latest_complete_checkpoint_skips_temp_pruned_and_junk(tmp_path):
+def test_the_newest_complete_state_skips_temp_pruned_and_junk(tmp_path):
     model, optimizer, scheduler = make_run(lora_seed=1)
     rng = random.Random(0)
     for step in (2, 5, 40):
         save(state_dir(tmp_path, step), model, optimizer, scheduler, rng, step, {"order": []})
     assert state_dir(tmp_path, 5).name == "step-000005"
-    assert latest_complete_checkpoint(tmp_path) == state_dir(tmp_path, 40)
+    assert newest_complete_steps(tmp_path, 1) == [40]
 
     # Step 40 gets pruned by hand (no optimizer); a crash left a temp folder for step 50; a
     # folder with an unparsable record at 60; a record naming the wrong step at 70; junk names.
@@ -313,9 +312,9 @@ def test_latest_complete_checkpoint_skips_temp_pruned_and_junk(tmp_path):
     save(wrong, model, optimizer, scheduler, rng, 7, {"order": []})
     (tmp_path / "step-abc").mkdir()
     (tmp_path / "step-000080").write_text("a file, not a folder")
-    assert latest_complete_checkpoint(tmp_path) == state_dir(tmp_path, 5)
-    assert latest_complete_checkpoint(tmp_path / "missing") is None
-    assert latest_complete_checkpoint(temp.parent / "step-abc") is None
+    assert newest_complete_steps(tmp_path, 1) == [5]
+    assert newest_complete_steps(tmp_path / "missing") == []
+    assert newest_complete_steps(temp.parent / "step-abc") == []
 
 
 def test_prune_keeps_adapters_and_the_two_newest_states(tmp_path):
@@ -334,12 +333,12 @@ def test_prune_keeps_adapters_and_the_two_newest_states(tmp_path):
     for step in (1, 3, 4):  # kept explicitly / the fallback / the newest
         assert (state_dir(tmp_path, step) / "optimizer.pt").is_file()
         assert (state_dir(tmp_path, step) / "scheduler.pt").is_file()
-    assert latest_complete_checkpoint(tmp_path) == state_dir(tmp_path, 4)
+    assert newest_complete_steps(tmp_path, 1) == [4]
     assert newest_complete_steps(tmp_path) == [3, 4]
 
     # The two newest survive even an empty keep set: the resume point and its fallback.
     prune_states(tmp_path, keep_steps=set())
-    assert latest_complete_checkpoint(tmp_path) == state_dir(tmp_path, 4)
+    assert newest_complete_steps(tmp_path, 1) == [4]
     assert (state_dir(tmp_path, 3) / "optimizer.pt").is_file()
     assert not (state_dir(tmp_path, 1) / "optimizer.pt").exists()
     assert newest_complete_steps(tmp_path) == [3, 4]

@@ -2,7 +2,7 @@
 
 A state records the size and sha256 of every file a resume reads; ``state_problems`` names each
 file that no longer matches, ``load_training_state`` refuses such a state, and the resume (the
-trainer's ``_resumable_state`` through ``choose_state``, or ``resumable_state``) removes a
+trainer's ``_resumable_state`` through ``choose_state``) removes a
 damaged newest state with a log line and falls back to the one before it, which ``prune_states``
 keeps whole for that purpose. The faults: one flipped bit in the adapter weights (a file that
 still loads: only the hash tells), a truncated optimizer.pt, a missing rng_state.pt, a zero-byte
@@ -35,7 +35,7 @@ from test_checkpointing import (
 from dashrepro.training import state_choice, state_integrity
 from dashrepro.training.checkpointing import StateFileError
 from dashrepro.training.recipe import DistillationRecipe
-from dashrepro.training.state_choice import choose_state, prune_states, resumable_state
+from dashrepro.training.state_choice import choose_state, prune_states
 from dashrepro.training.state_integrity import (
     STATE_FILE,
     has_file_hashes,
@@ -45,6 +45,15 @@ from dashrepro.training.state_integrity import (
 
 SAVED = (1, 2, 3)  # states after these steps; the trainer's pruning keeps 2 and 3 whole
 END = 5  # the uninterrupted run goes on to this step
+
+
+def resumable_state(root, log, extra_problems=None):
+    """What one process does with ``choose_state``: log, remove the damaged, take the state."""
+    choice = choose_state(root, extra_problems)
+    for line in choice.messages():
+        log(line)
+    choice.discard_damaged()
+    return choice.state
 
 
 @pytest.fixture

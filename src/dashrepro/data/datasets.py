@@ -131,11 +131,6 @@ def _scalar_text(value: Any, *, column: str, row: int, where: str, strip: bool) 
     )
 
 
-def normalise_answer(value: Any) -> str | None:
-    """An answer as a string (see the module docstring), or None when missing or blank."""
-    return _scalar_text(value, column="answer", row=-1, where="answer", strip=True)
-
-
 def _prefix_from_source(source: str) -> str:
     tail = re.sub(r"^[a-z][a-z0-9+.-]*:", "", source)  # a "file:" or "hf:" scheme
     tail = tail.split("@", 1)[0].rstrip("/\\")

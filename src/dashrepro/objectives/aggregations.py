@@ -90,12 +90,6 @@ def horizons_from_gates(gates: Tensor, mask: Tensor) -> Tensor:
     return torch.from_numpy(h).to(device=gates.device, dtype=torch.float32)
 
 
-def dash_coefficients(r: Tensor, mask: Tensor, kappa: float = 5.0) -> Tensor:
-    """DASH coefficients ``c_k`` (Eq. ``dash_weighted_objective``) with gates
-    ``lambda_t = sg[sigmoid(-kappa (r_t - bar r))]`` (Algorithm ``alg:dash``); detached."""
-    return coefficients_from_gates(gates_from_gap(r, mask, kappa, sign=-1.0), mask)
-
-
 def position_weights(
     mask: Tensor,
     position_w_min: float = 0.25,

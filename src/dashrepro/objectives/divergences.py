@@ -91,9 +91,7 @@ def _signal_rows(
         student_logp = F.log_softmax(s, dim=-1)
         teacher_logp = F.log_softmax(t, dim=-1)
     else:
-        idx = t.topk(int(top_k), dim=-1).indices
-        student_logp = _bucket_logprobs(s, idx)
-        teacher_logp = _bucket_logprobs(t, idx)
+        student_logp, teacher_logp = topk_tail_logprobs(s, t, top_k)
     summands = divergence_summands(student_logp, teacher_logp, divergence)
     if tau is not None:
         # Per vocabulary entry, before the sum; autograd's subgradient at the threshold.

@@ -2,7 +2,7 @@
 
 ``choose_state`` goes from the newest step down and takes the first state that verifies
 (``state_integrity.state_problems``), reporting every damaged state newer than it;
-``resumable_state`` also logs and removes those. ``prune_states`` keeps every state's adapter
+``StateChoice.discard_damaged`` removes those. ``prune_states`` keeps every state's adapter
 and record, and the optimizer and scheduler files of the ``KEPT_RESUME_POINTS`` newest complete
 states only: the newest is the resume point, the one before it the fallback when the newest
 turns out damaged.
@@ -58,19 +58,6 @@ def _is_complete(step: int, folder: Path) -> bool:
         return False
     adapter_name = str(record.get("adapter_name", "default"))
     return all(path.is_file() for path in needed_files(folder, adapter_name))
-
-
-def latest_complete_checkpoint(root: str | os.PathLike) -> Path | None:
-    """The resumable state with the highest step under ``root``, or None.
-
-    A state counts when its ``trainer_state.json`` parses, names the folder's step, and every
-    file needed to resume is present -- so pruned states, atomic_dir's hidden temporary folders,
-    stray files and unreadable records are all skipped.
-    """
-    for step, folder in reversed(_step_dirs(Path(root))):
-        if _is_complete(step, folder):
-            return folder
-    return None
 
 
 @dataclass(frozen=True)
@@ -140,22 +127,6 @@ def choose_state(
     return StateChoice(root, None, False, tuple(damaged), any_states=bool(folders))
 
 
-def resumable_state(
-    root: str | os.PathLike,
-    log: Callable[[str], None] = _LOG.warning,
-    extra_problems: Callable[[int, Path], list[str]] | None = None,
-) -> Path | None:
-    """The newest state under ``root`` that verifies, after removing the damaged states newer
-    than it, each with a ``log`` line naming the folder and its problems; None (logged when
-    there were states) if none verifies. For one process; several coordinate ``choose_state``
-    and ``StateChoice.discard_damaged`` themselves (the trainer does)."""
-    choice = choose_state(root, extra_problems)
-    for line in choice.messages():
-        log(line)
-    choice.discard_damaged()
-    return choice.state
-
-
 def newest_complete_steps(root: str | os.PathLike, count: int = KEPT_RESUME_POINTS) -> list[int]:
     """The steps of the ``count`` newest complete states under ``root``, ascending (complete:
     the record parses and every needed file is present; nothing is hashed)."""
@@ -172,8 +143,8 @@ def prune_states(root: str | os.PathLike, keep_steps: Iterable[int]) -> list[Pat
     adapter is what evaluation reads and is small; the other two are a few KB), and the
     ``KEPT_RESUME_POINTS`` (two) newest complete states always keep everything, whatever
     ``keep_steps`` says: the newest is the resume point, the one before it the fallback when the
-    newest turns out damaged (``resumable_state``). A pruned state is no longer resumable
-    (``latest_complete_checkpoint`` and ``choose_state`` pass over it).
+    newest turns out damaged (``choose_state``). A pruned state is no longer resumable
+    (``newest_complete_steps`` and ``choose_state`` pass over it).
     Leftover hidden temporary folders of saves killed mid-write (``.step-*.tmp``) are removed
     too; call this only from the process that writes the states (not during a save).
     Returns the paths removed.
