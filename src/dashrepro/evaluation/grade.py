@@ -18,6 +18,7 @@ import pandas as pd
 
 from dashrepro.evaluation.responses import RESPONSE_COLUMNS, SAMPLE_COLUMNS
 from dashrepro.evaluation.scoring import summarize_samples
+from dashrepro.evaluation.settings import GradingSettings
 from dashrepro.grading import grade_batch
 
 
@@ -56,20 +57,14 @@ def grade_samples(
 def grade_and_summarize(
     responses: pd.DataFrame,
     benchmark_order: list[str],
-    grading: Mapping,
+    grading: GradingSettings | Mapping,
     validation: str | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """Graded per-sample records and their summary (Avg@k, stderr, pass@k, flags).
 
     ``validation`` names the held-out split among the responses, if any: it is graded like a
     benchmark and summarised apart (``summary["validation"]``), outside the benchmarks' mean."""
-    samples = grade_samples(
-        responses,
-        grading_workers=grading["grading_workers"],
-        grading_timeout_s=grading["grading_timeout_s"],
-        grading_item_timeout_s=grading["grading_item_timeout_s"],
-        grading_memory_gib=grading["grading_memory_gib"],
-    )
+    samples = grade_samples(responses, **GradingSettings.from_config(grading).to_dict())
     known = {*benchmark_order, *([validation] if validation else [])}
     unknown = sorted(set(samples["benchmark"]) - known)
     if unknown:

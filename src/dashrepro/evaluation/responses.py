@@ -27,6 +27,7 @@ from dashrepro.data.prompts import (
     TeacherProtocol,
     render_student_prompt,
 )
+from dashrepro.evaluation.settings import GenerationSettings
 from dashrepro.heartbeat import heartbeat
 from dashrepro.hub import source_fingerprint
 from dashrepro.io import (
@@ -262,15 +263,16 @@ def has_reference_solutions(benchmark: pd.DataFrame) -> bool:
     )
 
 
-def make_generation_sampler(base_model_dir: str | Path, generation: Mapping):
-    """The sampler of ``generation['backend']`` for ``base_model_dir``, with its engine options
-    (``generation['vllm']``). A vLLM engine costs seconds to minutes to start: a job that samples
-    several prompt roles of one base model makes one and passes it to each call."""
+def make_generation_sampler(base_model_dir: str | Path, generation: GenerationSettings | Mapping):
+    """The sampler of the generation's backend for ``base_model_dir``, with its engine options.
+    A vLLM engine costs seconds to minutes to start: a job that samples several prompt roles of
+    one base model makes one and passes it to each call."""
     from dashrepro.sampling import make_sampler
 
-    backend = generation.get("backend", "hf")
-    options = dict(generation.get("vllm") or {}) if backend == "vllm" else {}
-    return make_sampler(backend, base_model=str(base_model_dir), **options)
+    generation = GenerationSettings.from_config(generation)
+    return make_sampler(
+        generation.backend, base_model=str(base_model_dir), **generation.engine_options()
+    )
 
 
 def generate_policy_responses(
@@ -278,7 +280,7 @@ def generate_policy_responses(
     base_model_dir: str | Path,
     adapter_dir: str | Path | None,
     benchmark_files: Mapping[str, str | Path],
-    generation: Mapping,
+    generation: GenerationSettings | Mapping,
     checkpoint: str,
     prompt_role: str = "student",
     protocol: TeacherProtocol | None = None,
@@ -286,35 +288,30 @@ def generate_policy_responses(
     log=None,
     sampler=None,
 ) -> pd.DataFrame:
-    """Sample ``generation['samples_per_problem']`` responses per benchmark problem.
+    """Sample ``generation.samples_per_problem`` responses per benchmark problem.
 
     The privileged teacher (``prompt_role="teacher"`` or ``"teacher:<view>"``) is the base
     model without the adapter. ``sampler``: one ``make_generation_sampler`` made for this base
     model, shared by several calls (absent: one made for this call).
     """
+    generation = GenerationSettings.from_config(generation)
     if sampler is None:
         sampler = make_generation_sampler(base_model_dir, generation)
     benchmarks = {name: read_parquet(path) for name, path in benchmark_files.items()}
-    sampling = SamplingSettings(
-        temperature=generation["temperature"],
-        top_p=generation["top_p"],
-        top_k=None,
-        max_new_tokens=generation["max_new_tokens"],
-    )
     return generate_samples(
         sampler,
         benchmarks,
         # The privileged teacher is the base model without the adapter.
         adapter_dir=adapter_dir if prompt_role == "student" else None,
-        k=generation["samples_per_problem"],
-        sampling=sampling,
-        seed=generation["seed"],
+        k=generation.samples_per_problem,
+        sampling=generation.sampling(),
+        seed=generation.seed,
         checkpoint=checkpoint,
         prompt_role=prompt_role,
         protocol=protocol,
-        shard_size=generation["shard_size"],
+        shard_size=generation.shard_size,
         shard_dir=shard_dir,
         base_model_fingerprint=source_fingerprint(base_model_dir) if shard_dir else None,
-        instruction=EVALUATION_INSTRUCTIONS[generation.get("prompt", "problem")],
+        instruction=EVALUATION_INSTRUCTIONS[generation.prompt],
         log=log,
     )

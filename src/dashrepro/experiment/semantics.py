@@ -13,6 +13,7 @@ import math
 from collections.abc import Mapping
 
 from dashrepro.analysis.registry import spec_problems
+from dashrepro.evaluation.settings import GenerationSettings, GradingSettings
 from dashrepro.experiment.parameters import AGGREGATION_SPECS, DIVERGENCES, OBJECTIVES, check_params
 from dashrepro.experiment.run_matrix import (
     GROUPS,
@@ -111,9 +112,10 @@ def _length_problems(scale: str, spec: Mapping, evaluation: Mapping | None) -> l
                     f"scales.{scale}.{key}: {value} exceeds the model's context "
                     f"(architecture.max_position_embeddings = {context})"
                 )
-        if evaluation is not None and evaluation["max_new_tokens"] >= context:
+        longest = GenerationSettings.from_config(evaluation).max_new_tokens if evaluation else None
+        if longest is not None and longest >= context:
             problems.append(
-                f"evaluation.max_new_tokens: {evaluation['max_new_tokens']} leaves no room for a "
+                f"evaluation.max_new_tokens: {longest} leaves no room for a "
                 f"prompt in scale {scale}'s context (max_position_embeddings = {context})"
             )
     return problems
@@ -127,8 +129,9 @@ def _lora_rank_problems(scale: str, spec: Mapping, evaluation: Mapping | None) -
     if rank is None:
         return []
     problems = []
-    if evaluation is not None and evaluation["backend"] == "vllm":
-        limit = (evaluation.get("vllm") or {}).get("max_lora_rank", VLLM_DEFAULT_MAX_LORA_RANK)
+    generation = GenerationSettings.from_config(evaluation) if evaluation is not None else None
+    if generation is not None and generation.backend == "vllm":
+        limit = generation.vllm.get("max_lora_rank", VLLM_DEFAULT_MAX_LORA_RANK)
         if rank > limit:
             enough = min(r for r in VLLM_MAX_LORA_RANKS if r >= rank) if rank <= 512 else rank
             problems.append(
@@ -154,7 +157,8 @@ EVALUATION_RULES = ("generate_checkpoint_responses", "evaluate_base_model")
 def vllm_backend_keys(config: Mapping, rules: set[str]) -> list[str]:
     """The config keys that send a job of ``rules`` (the rule names about to run) to vLLM."""
     keys = []
-    if config["evaluation"]["backend"] == "vllm" and rules & set(EVALUATION_RULES):
+    generation = GenerationSettings.from_config(config["evaluation"])
+    if generation.backend == "vllm" and rules & set(EVALUATION_RULES):
         keys.append("evaluation.backend")
     for scale, spec in config["scales"].items():
         train = TrainSettings.from_config(spec["train"])
@@ -187,19 +191,20 @@ def check_semantics(config: Mapping) -> list[str]:
             f"benchmarks.{VALIDATION_SPLIT}: the name is the validation split's "
             "(data.validation); give the benchmark another"
         )
-    evaluation = config["evaluation"]
-    if evaluation["grading_item_timeout_s"] <= evaluation["grading_timeout_s"]:
+    grading = GradingSettings.from_config(config["evaluation"])
+    if grading.grading_item_timeout_s <= grading.grading_timeout_s:
         problems.append(
-            f"evaluation.grading_item_timeout_s: {evaluation['grading_item_timeout_s']} is not "
-            f"above evaluation.grading_timeout_s={evaluation['grading_timeout_s']}: math-verify's "
+            f"evaluation.grading_item_timeout_s: {grading.grading_item_timeout_s} is not "
+            f"above evaluation.grading_timeout_s={grading.grading_timeout_s}: math-verify's "
             "own timeout could never fire before the worker is killed"
         )
-    vllm_len = (evaluation.get("vllm") or {}).get("max_model_len")
-    if evaluation["backend"] == "vllm" and vllm_len is not None:
-        if vllm_len <= evaluation["max_new_tokens"]:
+    generation = GenerationSettings.from_config(config["evaluation"])
+    vllm_len = generation.vllm.get("max_model_len")
+    if generation.backend == "vllm" and vllm_len is not None:
+        if vllm_len <= generation.max_new_tokens:
             problems.append(
                 f"evaluation.vllm.max_model_len: {vllm_len} leaves no room for a prompt before "
-                f"evaluation.max_new_tokens={evaluation['max_new_tokens']}"
+                f"evaluation.max_new_tokens={generation.max_new_tokens}"
             )
     evaluated = {
         scale for group in GROUPS for spec in config[group].values() for scale in spec_scales(spec)
@@ -229,7 +234,7 @@ def check_semantics(config: Mapping) -> list[str]:
         backends = {
             key: value
             for key, value in (
-                ("evaluation.backend", evaluation["backend"]),
+                ("evaluation.backend", generation.backend),
                 (f"scales.{scale}.train.rollout_backend", train.rollout_backend),
             )
             if value == "vllm"

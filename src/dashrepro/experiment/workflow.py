@@ -19,6 +19,7 @@ from itertools import product
 
 from dashrepro.analysis.registry import SCORE_KINDS, kind_module, kind_needs
 from dashrepro.analysis.tables import published_layout, published_table_specs
+from dashrepro.evaluation.settings import GenerationSettings, GradingSettings
 from dashrepro.experiment.parameters import METHOD_TRAINING_KEYS, teacher_views_of
 from dashrepro.experiment.run_matrix import (
     GROUPS,
@@ -42,23 +43,6 @@ from dashrepro.layout import (
 )
 from dashrepro.training.settings import TrainSettings
 
-# The generation settings a checkpoint's responses depend on (the rest of `evaluation` grades).
-GENERATION_KEYS = (
-    "backend",
-    "vllm",
-    "samples_per_problem",
-    "temperature",
-    "top_p",
-    "max_new_tokens",
-    "seed",
-    "shard_size",
-)
-GRADING_KEYS = (
-    "grading_workers",
-    "grading_timeout_s",
-    "grading_item_timeout_s",
-    "grading_memory_gib",
-)
 CPU_ENV = "../envs/cpu.yaml"
 GPU_ENV = "../envs/gpu.yaml"
 TABLE_FORMATS = ("csv", "md", "tex")
@@ -105,10 +89,11 @@ class Experiment:
         self.synthetic_benchmarks = [
             b for b in self.benchmarks if config["benchmarks"][b]["dataset"] is None
         ]
-        self.generation = self._generation()
-        self.grading = {key: config["evaluation"][key] for key in GRADING_KEYS}
+        # What a checkpoint's responses depend on, and how they are graded: the jobs' params.
+        self.generation = GenerationSettings.job_params(config["evaluation"])
+        self.grading = GradingSettings.job_params(config["evaluation"])
         # vLLM needs the GPU stack: the generating rules' environment, and one GPU per job.
-        vllm = self.generation["backend"] == "vllm"
+        vllm = GenerationSettings.from_config(config["evaluation"]).backend == "vllm"
         self.generation_env = GPU_ENV if vllm else CPU_ENV
         self.evaluation_gpus = 1 if vllm else 0
         # The scores tables (rows are methods, cells means over seeds of selected checkpoints),
@@ -128,16 +113,6 @@ class Experiment:
         self.score_bases = sorted(set(self.score_base_scales.values()))
 
     # settings -----------------------------------------------------------------------------
-    def _generation(self) -> dict:
-        evaluation = self.config["evaluation"]
-        generation = {key: evaluation.get(key) for key in GENERATION_KEYS}
-        # `prompt` absent: the bare problem, and the params (hence the jobs) stay as they were.
-        if "prompt" in evaluation:
-            generation["prompt"] = evaluation["prompt"]
-        if generation["backend"] != "vllm":
-            generation.pop("vllm")  # vLLM settings do not change what HF generate samples
-        return generation
-
     def generation_of(self, scale: str) -> dict:
         """A scale's generation settings: the global ones with its own ``evaluation`` keys."""
         own = self.config["scales"][scale].get("evaluation") or {}

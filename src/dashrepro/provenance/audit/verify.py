@@ -180,6 +180,7 @@ def _regrade(
     settings, not the samples' own record, which anyone can edit); a record that says the
     samples were graded otherwise is a finding of its own."""
     from dashrepro.evaluation.grade import grade_samples
+    from dashrepro.evaluation.settings import GradingSettings
     from dashrepro.io import read_parquet
 
     record = output_record(root, samples_path) or {}
@@ -190,13 +191,8 @@ def _regrade(
             "changed_grading", samples_path,
             f"graded with {dict(recorded)}, the config says {dict(grading)}",
         ))  # fmt: skip
-    regraded = grade_samples(
-        read_parquet(root / responses_path),
-        grading_workers=int(grading["grading_workers"]),
-        grading_timeout_s=float(grading["grading_timeout_s"]),
-        grading_item_timeout_s=float(grading["grading_item_timeout_s"]),
-        grading_memory_gib=grading["grading_memory_gib"],
-    )
+    settings = GradingSettings.from_config(grading)
+    regraded = grade_samples(read_parquet(root / responses_path), **settings.to_dict())
     keys = ["benchmark", "problem_id", "prompt_role", "sample_index"]
     if len(regraded) != len(samples):
         return [*findings, Finding("regrade_mismatch", samples_path,
