@@ -46,6 +46,7 @@ from scipy import stats
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
+from dashrepro.analysis import per_problem as pp  # noqa: E402
 from dashrepro.analysis import statistics as st  # noqa: E402
 from dashrepro.analysis import statistics_report as sr  # noqa: E402
 from dashrepro.experiment.config import load_config  # noqa: E402
@@ -74,10 +75,10 @@ def run(overlays: list[str], cores: int) -> None:
 
 def mean_interval(samples, benchmarks, confidence: float) -> tuple[float, float, float]:
     """Mean Avg@k over ``benchmarks`` and its normal interval (SE clustered by problem)."""
-    per_problem = st.per_problem_accuracy(samples[samples["benchmark"].isin(benchmarks)])
-    per_problem = per_problem.assign(seed=0)[list(st.SELECTED_COLUMNS)]
+    per_problem = pp.per_problem_accuracy(samples[samples["benchmark"].isin(benchmarks)])
+    per_problem = per_problem.assign(seed=0)[list(pp.SELECTED_COLUMNS)]
     se = st.clustered_standard_error(per_problem, benchmarks).set_index("column")
-    value, error = float(se.at[st.AVERAGE, "value"]), float(se.at[st.AVERAGE, "se"])
+    value, error = float(se.at[pp.AVERAGE, "value"]), float(se.at[pp.AVERAGE, "se"])
     z = stats.norm.ppf(0.5 + confidence / 2)
     return value, value - z * error, value + z * error
 
@@ -109,7 +110,7 @@ def read_path(overlays: list[str]) -> dict:
 
     def per_problem_of(method, at_scale):
         keys = experiment.result_keys("samples", [at_scale], [method])
-        return st.checkpoint_problem_accuracy({
+        return pp.checkpoint_problem_accuracy({
             (seed, step): read_parquet(REPO / experiment.result_file("samples", key),
                                        columns=["benchmark", "problem_id", "correct"])
             for key in keys for _, _, seed, step in [key]

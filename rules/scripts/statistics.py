@@ -10,8 +10,8 @@ def main(snakemake) -> None:
     log = setup(snakemake, threads=1)
     import pandas as pd
 
+    from dashrepro.analysis import per_problem as pp
     from dashrepro.analysis import sample_changes as sc
-    from dashrepro.analysis import statistics as st
     from dashrepro.analysis import statistics_report as sr
     from dashrepro.io import atomic_path, read_csv, read_parquet, write_text
 
@@ -28,7 +28,7 @@ def main(snakemake) -> None:
 
     @functools.cache  # each run's files read once, for its cells, lift and sample changes
     def per_problem_of(method, scale):
-        return st.checkpoint_problem_accuracy({
+        return pp.checkpoint_problem_accuracy({
             key: read_parquet(path, columns=["benchmark", "problem_id", "correct"])
             for key, path in paths[(method, scale)].items()
         })  # fmt: skip
@@ -45,7 +45,7 @@ def main(snakemake) -> None:
         samples = read_parquet(
             base_files[params.base_scales[scale]], columns=["benchmark", "problem_id", "correct"]
         )
-        return st.per_problem_accuracy(samples[samples["benchmark"].isin(params.benchmarks)])
+        return pp.per_problem_accuracy(samples[samples["benchmark"].isin(params.benchmarks)])
 
     lift = sr.experiment_base_lift(
         params.tables, params.benchmarks, per_problem_of, base_student_of,
@@ -57,7 +57,7 @@ def main(snakemake) -> None:
     texts = ["benchmark", "problem_id", "sample_index", "seed", "response"]
     selected_texts = {}
     for method, scale in paths:
-        chosen = st.select_checkpoints(per_problem_of(method, scale), params.benchmarks)
+        chosen = pp.select_checkpoints(per_problem_of(method, scale), params.benchmarks)
         for seed, step in zip(chosen["seed"], chosen["selected_step"], strict=True):
             path = paths[(method, scale)][(int(seed), int(step))]
             selected_texts[(method, scale, int(seed))] = read_parquet(path, columns=texts)

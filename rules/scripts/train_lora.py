@@ -16,7 +16,7 @@ def main(snakemake) -> None:
     log = setup(snakemake)
     from dashrepro.data.prompts import TeacherProtocol
     from dashrepro.training.methods import MethodSpec
-    from dashrepro.training.recipe import RunSpec
+    from dashrepro.training.run_spec import RunSpec
     from dashrepro.training.trainer import run_spec
 
     out_dir = Path(snakemake.output.metrics).parent

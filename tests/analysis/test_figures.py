@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 from scipy.stats import norm
 
+from dashrepro.analysis import per_problem as pp
 from dashrepro.analysis import statistics as st
 from dashrepro.analysis.figures import make_figure
 from dashrepro.analysis.figures.motivation_futures import matched_pair
@@ -82,7 +83,7 @@ def test_method_comparison_draws_every_style_with_intervals(selections, options)
          for p, key in zip(inputs["samples"], keys["samples"], strict=True) if key[0] == "dash"]
     )  # fmt: skip
     expected = st.clustered_standard_error(
-        st.per_problem_accuracy(
+        pp.per_problem_accuracy(
             selected.drop(columns="seed").assign(s=selected["seed"]), ["s"]
         ).rename(columns={"s": "seed"}),
         list(BENCHES),

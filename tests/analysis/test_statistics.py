@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from dashrepro.analysis import per_problem as pp
 from dashrepro.analysis import statistics as st
 from dashrepro.analysis.selection import select_best_checkpoint
 from dashrepro.evaluation.scoring import summarize_samples
@@ -40,7 +41,7 @@ def _samples(accuracies: dict[str, list[float]]) -> pd.DataFrame:
 
 @pytest.fixture
 def hand_per_problem() -> pd.DataFrame:
-    return st.checkpoint_problem_accuracy({key: _samples(acc) for key, acc in HAND.items()})
+    return pp.checkpoint_problem_accuracy({key: _samples(acc) for key, acc in HAND.items()})
 
 
 def test_per_problem_frame_uses_the_training_seed_not_the_generation_seed(hand_per_problem):
@@ -50,7 +51,7 @@ def test_per_problem_frame_uses_the_training_seed_not_the_generation_seed(hand_p
 
 
 def test_checkpoint_scores_and_selection_match_the_pipeline(hand_per_problem):
-    scores = st.checkpoint_benchmark_scores(hand_per_problem, BENCH)
+    scores = pp.checkpoint_benchmark_scores(hand_per_problem, BENCH)
     for (seed, step), acc in HAND.items():
         summary = summarize_samples(_samples(acc), BENCH)
         for bench in BENCH:
@@ -58,7 +59,7 @@ def test_checkpoint_scores_and_selection_match_the_pipeline(hand_per_problem):
                 (scores["seed"] == seed) & (scores["step"] == step) & (scores["benchmark"] == bench)
             ]
             assert mine["avg_at_k"].item() == summary["benchmarks"][bench]["avg_at_k"]
-    chosen = st.select_checkpoints(hand_per_problem, BENCH)
+    chosen = pp.select_checkpoints(hand_per_problem, BENCH)
     # Seed 1 ties at 50 -> earliest step 10; seed 2: 62.5 at step 20 beats 12.5.
     assert chosen["selected_step"].tolist() == [10, 20]
     for seed, step in zip(chosen["seed"], chosen["selected_step"], strict=True):
@@ -309,7 +310,7 @@ def test_experiment_heldout_puts_the_validation_choice_beside_the_papers():
     # HAND plus a validation split: seed 1 is best on it at step 20, seed 2 at step 10, the
     # opposite of the paper's rule on the test benchmarks (seed 1 @ 10, seed 2 @ 20).
     val = {(1, 10): 0.0, (1, 20): 1.0, (2, 10): 1.0, (2, 20): 0.0}
-    per_problem = st.checkpoint_problem_accuracy(
+    per_problem = pp.checkpoint_problem_accuracy(
         {key: _samples({**acc, "validation": [val[key]] * 2}) for key, acc in HAND.items()}
     )
     tables = {
@@ -329,7 +330,7 @@ def test_experiment_heldout_puts_the_validation_choice_beside_the_papers():
     assert cell.loc["average", "difference"] == pytest.approx(-25.0)
     assert cell.loc["average", "steps_heldout"] == "20,10"
     assert cell.loc["average", "steps_best_on_test"] == "10,20"
-    without = st.checkpoint_problem_accuracy({key: _samples(acc) for key, acc in HAND.items()})
+    without = pp.checkpoint_problem_accuracy({key: _samples(acc) for key, acc in HAND.items()})
     with pytest.raises(ValueError, match="no graded samples of the validation split"):
         experiment_heldout(tables, BENCH, lambda m, s: without, "validation")
 
@@ -339,8 +340,8 @@ def test_base_lift_is_each_cell_minus_the_base_student_on_the_same_problems():
 
     # HAND's selected cells: b1 87.5, b2 25 (seed 1 @ 10, seed 2 @ 20). The base student: b1
     # 50 (0.5, 0.5), b2 0 (0, 0); lifts +37.5 and +25, average +31.25.
-    per_problem = st.checkpoint_problem_accuracy({key: _samples(acc) for key, acc in HAND.items()})
-    base = st.per_problem_accuracy(_samples({"b1": [0.5, 0.5], "b2": [0.0, 0.0]}))
+    per_problem = pp.checkpoint_problem_accuracy({key: _samples(acc) for key, acc in HAND.items()})
+    base = pp.per_problem_accuracy(_samples({"b1": [0.5, 0.5], "b2": [0.0, 0.0]}))
     tables = {
         "main": {"kind": "method_scores", "scale": "tiny", "methods": ["dash"]},
         "curves": {"kind": "checkpoint_curves", "scale": "tiny", "methods": ["dash"]},
@@ -366,7 +367,7 @@ def test_base_lift_is_each_cell_minus_the_base_student_on_the_same_problems():
         out["difference"] <= out["ci_high"]
     ).all()
     # The base model against itself: no lift, an interval of zero width.
-    same = st.checkpoint_problem_accuracy({(0, 0): _samples({"b1": [0.5, 0.5], "b2": [0.0, 0.0]})})
+    same = pp.checkpoint_problem_accuracy({(0, 0): _samples({"b1": [0.5, 0.5], "b2": [0.0, 0.0]})})
     flat = experiment_base_lift(
         tables, BENCH, lambda m, s: same, base_of, n_resamples=200, seed=0, confidence=0.95
     )

@@ -236,7 +236,8 @@ def own_accelerate_state():
 def test_a_bf16_training_step_autocasts_on_cpu(
     tmp_path, tiny_setup, default_config, own_accelerate_state
 ):
-    from dashrepro.training.recipe import DistillationRecipe, RunSpec
+    from dashrepro.training.recipe import DistillationRecipe
+    from dashrepro.training.run_spec import RunSpec
 
     out = tmp_path / "out"
     run = write_run(tmp_path / "run.json", tiny_setup, default_config, out,

@@ -12,7 +12,7 @@ from conftest import REPO_ROOT
 from dashrepro.data.prompts import TeacherProtocol
 from dashrepro.experiment.config import config_schema, load_config
 from dashrepro.training.methods import MethodSpec
-from dashrepro.training.recipe import RunSpec
+from dashrepro.training.run_spec import RunSpec
 from dashrepro.training.settings import LoraSettings, TrainSettings
 
 #: Every shipped configuration: the embedded default alone and under each overlay.

@@ -69,7 +69,8 @@ def distillation_recipe(folder: Path, data: Path, config: dict, method: str, out
     ``method`` (a name in ``config["methods"]``) on the tiny base model."""
     from dashrepro.data.prompts import TeacherProtocol
     from dashrepro.training.methods import MethodSpec
-    from dashrepro.training.recipe import DistillationRecipe, RunSpec
+    from dashrepro.training.recipe import DistillationRecipe
+    from dashrepro.training.run_spec import RunSpec
 
     entry = {k: v for k, v in config["methods"][method].items() if k != "label"}
     spec = RunSpec(

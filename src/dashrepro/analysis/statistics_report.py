@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 
+from dashrepro.analysis import per_problem as pp
 from dashrepro.analysis import statistics as st
 from dashrepro.analysis.registry import SCORE_KINDS
 from dashrepro.analysis.tables import published_table_id
@@ -76,8 +77,8 @@ def experiment_statistics(
         if not common:
             continue
         difference = st.paired_difference(
-            st.selected_problem_accuracy(per_problem[per_problem["seed"].isin(common)], benchmarks),
-            st.selected_problem_accuracy(ref[ref["seed"].isin(common)], benchmarks),
+            pp.selected_problem_accuracy(per_problem[per_problem["seed"].isin(common)], benchmarks),
+            pp.selected_problem_accuracy(ref[ref["seed"].isin(common)], benchmarks),
             benchmarks, confidence=confidence, n_resamples=n_resamples, seed=seed,
         )  # fmt: skip
         paired.append(difference.assign(table=table, row=method, scale=scale, reference=reference))
@@ -99,17 +100,17 @@ def experiment_base_lift(
 ) -> pd.DataFrame:
     """Every scores-table cell's paired difference against the base student it was trained
     from (``base_student_of(scale)``: the base model's per-problem accuracy on the benchmarks,
-    a frame of ``analysis.statistics.PER_PROBLEM_COLUMNS`` without seeds or steps): what
+    a frame of ``analysis.per_problem.PER_PROBLEM_COLUMNS`` without seeds or steps): what
     training added, on the same problems. The base model is one fixed model, so each seed of
     the method is paired with it and the bootstrap resamples problems (and the method's seeds)."""
     rows, done = [], {}
     for table, method, scale in score_pairs(tables):
         if (method, scale) not in done:
-            selected = st.selected_problem_accuracy(per_problem_of(method, scale), benchmarks)
+            selected = pp.selected_problem_accuracy(per_problem_of(method, scale), benchmarks)
             base = base_student_of(scale)
             seeds = sorted(set(selected["seed"]))
             paired_base = pd.concat([base.assign(seed=s) for s in seeds], ignore_index=True)[
-                list(st.SELECTED_COLUMNS)
+                list(pp.SELECTED_COLUMNS)
             ]
             done[(method, scale)] = st.paired_difference(
                 selected, paired_base, benchmarks, confidence=confidence,
@@ -148,8 +149,8 @@ def experiment_heldout(
                     f"{validation!r} (evaluated before data.validation was set?)"
                 )
             done[(method, scale)] = st.heldout_selection(
-                st.checkpoint_benchmark_scores(per_problem, [validation]),
-                st.checkpoint_benchmark_scores(per_problem, benchmarks),
+                pp.checkpoint_benchmark_scores(per_problem, [validation]),
+                pp.checkpoint_benchmark_scores(per_problem, benchmarks),
                 benchmarks,
             )
         frame = done[(method, scale)]

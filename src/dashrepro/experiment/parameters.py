@@ -68,7 +68,7 @@ class Param:
 #: The keys of a ``methods:`` entry that decide what is trained (all but its display ``label``),
 #: in one fixed order: the train rule's params (Snakemake compares them by their repr, so a
 #: default filled in or a grid-made entry must not reorder them), ``training.methods.MethodSpec``
-#: and the run's resume fingerprint (``training.recipe.run_fingerprint_config``) read this list,
+#: and the run's resume fingerprint (``training.run_spec.run_fingerprint_config``) read this list,
 #: and a test holds the config schema's method properties to it.
 METHOD_TRAINING_KEYS = (
     "objective",

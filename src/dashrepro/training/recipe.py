@@ -1,27 +1,10 @@
 """The training recipe: ``DistillationRecipe.setup()``, ``.train()``, ``.save_checkpoint(step)``.
 
-One (method, scale, seed) run of LoRA on-policy self-distillation, in the torchtune-recipe
-shape: ``setup`` builds the tokenizer, the student (base + LoRA), AdamW and its linear schedule
-and the accelerator, then resumes the newest kept training state or discards the kept states
-when they were written under another config or other inputs; ``train`` runs the step loop;
-``save_checkpoint`` writes a training state (and the declared PEFT checkpoint on checkpoint
-steps). The run's state -- step, metric rows, token traces -- lives on the recipe.
-
-One step (paper *DASH: divergence-adaptive supervision horizons*, Alg. ``alg:dash``):
-
-1. rollout phase: every rollout of this process's share of the step (``rollouts``; GRPO
-   normalises the rewards of a problem's rollouts, which may span micro-batches);
-   in ``reason_first`` mode the teacher (adapter off) then writes an analysis per rollout;
-2. learning phase, one micro-batch at a time: the privileged teacher -- the same network with
-   the adapter disabled -- scores the student's tokens by teacher forcing after its own context
-   (``teacher``: problem, teacher view of the reference solution, protocol instructions, and the
-   analysis in ``reason_first`` mode), detached; the student's logits are recomputed with LoRA
-   dropout seeded per micro-batch; the objective's loss (``losses``) is back-propagated;
-3. AdamW step with the gradient norm clipped at 1.0, then the schedule's step;
-4. metrics (``metrics``), a training state on checkpoint steps, every ``state_every_minutes``
-   of training (if set) or on a preemption notice
-   (SIGTERM/SIGUSR1: the state is saved after the step and the process exits with
-   ``preemption.PREEMPTED_EXIT_CODE`` so that a retry resumes it).
+One (method, scale, seed) run of LoRA on-policy self-distillation in the torchtune-recipe
+shape: ``setup`` builds the accelerator, tokenizer, student (base + LoRA), AdamW and its linear
+schedule, then resumes or discards the kept training states (``run_states``); ``train`` runs the
+step loop (one step: ``_train_step``). The run's state -- step, metric rows, token traces --
+lives on the recipe.
 
     recipe = DistillationRecipe(RunSpec.from_json("run.json"))
     recipe.setup()
@@ -31,32 +14,26 @@ One step (paper *DASH: divergence-adaptive supervision horizons*, Alg. ``alg:das
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import random
 import shutil
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 import torch
 
 from dashrepro import objectives
-from dashrepro.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
-from dashrepro.data.prompts import TeacherProtocol
+from dashrepro.adapters import ADAPTER_WEIGHTS
 from dashrepro.hub import source_fingerprint
 from dashrepro.io import (
-    atomic_dir,
     load_tokenizer,
     read_parquet,
-    write_json,
     write_parquet,
 )
 from dashrepro.layout import TEACHER_CONTEXTS, TOKEN_TRACES, TRAIN_METRICS
 from dashrepro.sampling import Sample, derive_seed
-from dashrepro.training import checkpointing, state_choice, state_integrity
+from dashrepro.training import state_integrity
 from dashrepro.training.batching import (
     BatchLayout,
     check_training_data,
@@ -73,7 +50,6 @@ from dashrepro.training.distributed import (
     zero_backward,
 )
 from dashrepro.training.losses import grpo_sequence_advantages, method_loss
-from dashrepro.training.methods import MethodSpec
 from dashrepro.training.metrics import (
     MicroResult,
     StepTally,
@@ -85,7 +61,8 @@ from dashrepro.training.metrics import (
 from dashrepro.training.model import build_optimizer, load_lora_student
 from dashrepro.training.preemption import PREEMPTED_EXIT_CODE, PreemptionGuard
 from dashrepro.training.rollouts import RolloutSampler, Share
-from dashrepro.training.settings import LoraSettings, TrainSettings
+from dashrepro.training.run_spec import RunSpec, run_fingerprint_config
+from dashrepro.training.run_states import RESUME_DIR, TrainingStates, export_adapter
 from dashrepro.training.teacher import (
     CONTEXT_COLUMNS,
     analysis_budget,
@@ -95,97 +72,8 @@ from dashrepro.training.teacher import (
     view_prompt_ids,
 )
 
-#: Folder (in ``out_dir``) of the kept training states and scratch files; not a Snakemake output.
-RESUME_DIR = ".resume"
-#: The key of a state's ``extra`` that records its DeepSpeed folder's files.
-DEEPSPEED_FILES = "deepspeed_files"
 
-
-@dataclass(frozen=True)
-class RunSpec:
-    """One run: ``train_run``'s arguments (``log`` aside). ``train`` and ``lora`` may be given
-    as their config mappings; they are held as ``TrainSettings`` and ``LoraSettings``."""
-
-    base_model_dir: str | Path
-    train_parquet: str | Path
-    out_dir: str | Path
-    method: MethodSpec
-    train: TrainSettings
-    lora: LoraSettings
-    protocol: TeacherProtocol
-    seed: int
-    trace_rollouts: int = 4
-    progress: bool = False
-
-    def __post_init__(self):
-        # Frozen: the settings types are set once, here, from whatever mapping was given.
-        object.__setattr__(self, "train", TrainSettings.from_config(self.train))
-        object.__setattr__(self, "lora", LoraSettings.from_config(self.lora))
-
-    @classmethod
-    def from_json(cls, path: str | Path) -> RunSpec:
-        """The run of a JSON file holding train_run's keyword arguments (the method as
-        ``method_name`` + its config entry ``method``, the protocol as its mapping), as
-        ``to_json`` writes it."""
-        spec = json.loads(Path(path).read_text())
-        return cls(
-            base_model_dir=spec["base_model_dir"],
-            train_parquet=spec["train_parquet"],
-            out_dir=spec["out_dir"],
-            method=MethodSpec.from_config(spec["method_name"], spec["method"]),
-            train=spec["train"],
-            lora=spec["lora"],
-            protocol=TeacherProtocol.from_config(spec["protocol"]),
-            seed=int(spec["seed"]),
-            trace_rollouts=int(spec.get("trace_rollouts", 4)),
-            progress=bool(spec.get("progress", False)),
-        )
-
-    def to_json(self, path: str | Path) -> Path:
-        """Write the run for ``from_json`` (atomically); returns ``path``."""
-        spec = {
-            "base_model_dir": str(self.base_model_dir),
-            "train_parquet": str(self.train_parquet),
-            "out_dir": str(self.out_dir),
-            "method_name": self.method.name,
-            "method": self.method.training_config(),
-            "train": self.train.to_dict(),
-            "lora": self.lora.to_dict(),
-            "protocol": self.protocol.to_config(),
-            "seed": self.seed,
-            "trace_rollouts": self.trace_rollouts,
-            "progress": self.progress,
-        }
-        write_json(path, spec)
-        return Path(path)
-
-
-def run_fingerprint_config(
-    method: MethodSpec,
-    train: TrainSettings,
-    lora: LoraSettings,
-    protocol: TeacherProtocol,
-    seed: int,
-) -> dict:
-    """Everything in the config that determines the trained adapter (the trainer adds the
-    content hashes of its inputs): a state written under other values is not resumed."""
-    return {
-        "method": method.training_config(),
-        "train": train.to_dict(),
-        "lora": lora.to_dict(),
-        "protocol": dataclasses.asdict(protocol),
-        "seed": seed,
-    }
-
-
-def export_adapter(state: Path, checkpoint: Path) -> None:
-    """The declared PEFT checkpoint folder, copied from a training state's adapter files."""
-    with atomic_dir(checkpoint) as tmp:
-        for name in (ADAPTER_CONFIG, ADAPTER_WEIGHTS):
-            shutil.copy2(state / name, tmp / name)
-
-
-class DistillationRecipe:
+class DistillationRecipe(TrainingStates):
     """One run of LoRA on-policy self-distillation; see the module docstring."""
 
     def __init__(self, spec: RunSpec, log: Callable[[str], None] = print):
@@ -278,79 +166,6 @@ class DistillationRecipe:
         }
         return config
 
-    def _resumable_state(self) -> Path | None:
-        """The newest kept state that verifies (``state_choice.choose_state``). Damaged states
-        newer than it are removed by the main process, each with a log line naming its folder
-        and what is wrong; None, logged, when none verifies (the run starts at step 0)."""
-        extra = self._deepspeed_state_problems if self.deepspeed else None
-        choice = state_choice.choose_state(self.resume_root, extra)
-        for line in choice.messages():
-            self.log(f"[train] {line}")
-        if choice.damaged:
-            # Every process has chosen before the main one removes anything.
-            self.accelerator.wait_for_everyone()
-            if self.accelerator.is_main_process:
-                choice.discard_damaged()
-                if self.deepspeed:
-                    for step, _, _ in choice.damaged:
-                        shutil.rmtree(self._deepspeed_state(step), ignore_errors=True)
-            self.accelerator.wait_for_everyone()
-        return choice.state
-
-    def _deepspeed_state_problems(self, step: int, folder: Path) -> list[str]:
-        """A state of a DeepSpeed run resumes only with DeepSpeed's folder of its step, each
-        file as the state's record hashed it (states recorded before the hashes: presence)."""
-        engine = self._deepspeed_state(step)
-        if not engine.is_dir():
-            return [f"{engine}: missing (the DeepSpeed engine's state of {folder.name})"]
-        return state_integrity.companion_folder_problems(folder, DEEPSPEED_FILES, engine)
-
-    def _discard_if_stale(self, latest: Path) -> bool:
-        """Remove the kept states when ``latest`` was not made from this config and these
-        inputs (a retrained base model or a new training set reruns this job with the old state
-        there); True if they were removed."""
-        stale = checkpointing.state_config_differences(latest, self.run_config)
-        if not stale:
-            return False
-        self.log(
-            f"[train] discarding the training states in {self.resume_root}: {latest.name} was "
-            f"written under other values: {'; '.join(stale)}"
-        )
-        self.accelerator.wait_for_everyone()
-        if self.accelerator.is_main_process:
-            shutil.rmtree(self.resume_root, ignore_errors=True)
-        self.accelerator.wait_for_everyone()
-        return True
-
-    def _resume(self, latest: Path) -> None:
-        resumed = checkpointing.load_training_state(
-            latest,
-            model=self.policy,
-            optimizer=self.optimizer_state,
-            scheduler=self.scheduler,
-            python_rng=random.Random(self.seed),
-            run_config=self.run_config,
-        )
-        self.step = int(resumed["step"])
-        if self.deepspeed:
-            # Not strict: the state holds the trainable weights only (see save_checkpoint).
-            self.accelerator.load_state(
-                str(self._deepspeed_state(self.step)), load_module_strict=False
-            )
-        if (self.resume_root / TRAIN_METRICS).exists():
-            done = read_parquet(self.resume_root / TRAIN_METRICS)
-            self.rows = done[done["step"] <= self.step].to_dict("records")
-        if (self.resume_root / TOKEN_TRACES).exists():
-            done = read_parquet(self.resume_root / TOKEN_TRACES)
-            self.traces = [done[done["step"] <= self.step]]
-        if (self.resume_root / TEACHER_CONTEXTS).exists():
-            done = read_parquet(self.resume_root / TEACHER_CONTEXTS)
-            self.contexts = [done[done["step"] <= self.step]]
-        self.log(
-            f"[train] resuming {self.method.name} seed {self.seed} after step {self.step} "
-            f"from {latest}"
-        )
-
     # ------------------------------------------------------------------------------------------
     # Training
     # ------------------------------------------------------------------------------------------
@@ -382,6 +197,24 @@ class DistillationRecipe:
         return self._finish()
 
     def _train_step(self, step: int) -> None:
+        """One step (paper *DASH: divergence-adaptive supervision horizons*, Alg. ``alg:dash``):
+
+        1. rollout phase: every rollout of this process's share of the step (``rollouts``;
+           GRPO normalises the rewards of a problem's rollouts, which may span micro-batches);
+           in ``reason_first`` mode the teacher (adapter off) then writes an analysis per
+           rollout;
+        2. learning phase, one micro-batch at a time: the privileged teacher -- the same network
+           with the adapter disabled -- scores the student's tokens by teacher forcing after its
+           own context (``teacher``: problem, teacher view of the reference solution, protocol
+           instructions, and the analysis in ``reason_first`` mode), detached; the student's
+           logits are recomputed with LoRA dropout seeded per micro-batch; the objective's loss
+           (``losses``) is back-propagated;
+        3. AdamW step with the gradient norm clipped at 1.0, then the schedule's step;
+        4. metrics (``metrics``); ``train`` then saves a training state on checkpoint steps,
+           every ``state_every_minutes`` (if set) or on a preemption notice (SIGTERM/SIGUSR1:
+           saved after the step, then exit with ``preemption.PREEMPTED_EXIT_CODE`` so that a
+           retry resumes it).
+        """
         tally = StepTally()
         shares = self._rollout_phase(step, tally)
         self._learn_phase(step, shares, tally)
@@ -584,71 +417,8 @@ class DistillationRecipe:
         )
 
     # ------------------------------------------------------------------------------------------
-    # Checkpoints and the end of the run
+    # The end of the run
     # ------------------------------------------------------------------------------------------
-
-    def save_checkpoint(self, step: int) -> None:
-        """The training state after ``step`` (every process takes part), and on a checkpoint
-        step the declared PEFT folder ``checkpoint-<step>``."""
-        accelerator = self.accelerator
-        accelerator.wait_for_everyone()
-        if self.deepspeed:
-            # ZeRO-2 partitions the optimizer moments over the processes: each saves its part.
-            # The frozen base weights stay out: they are the base model, an input (at 8B they
-            # would add 16 GB to every state).
-            accelerator.save_state(str(self._deepspeed_state(step)), exclude_frozen_parameters=True)
-            # Every process's part is written before the main one hashes the folder.
-            accelerator.wait_for_everyone()
-        if accelerator.is_main_process:
-            self._write_state(step)
-        accelerator.wait_for_everyone()
-        if step in self.save_at and accelerator.is_main_process:
-            export_adapter(
-                state_integrity.state_dir(self.resume_root, step),
-                self.out_dir / f"checkpoint-{step}",
-            )
-
-    def _write_state(self, step: int) -> None:
-        # The records first: a resume keeps their rows up to the newest complete state, so rows
-        # of steps after it are harmless, while a state whose records were never written (a
-        # kill between the two) would lose the rows of its last steps.
-        write_parquet(self.resume_root / TRAIN_METRICS, pd.DataFrame(self.rows))
-        if self.traces:
-            write_parquet(self.resume_root / TOKEN_TRACES, pd.concat(self.traces))
-        write_parquet(self.resume_root / TEACHER_CONTEXTS, self._context_records())
-        checkpointing.save_training_state(
-            state_integrity.state_dir(self.resume_root, step),
-            model=self.policy,
-            optimizer=self.optimizer_state,
-            scheduler=self.scheduler,
-            step=step,
-            data_state={
-                "rollouts_consumed": step * self.layout.micros_per_step * self.layout.micro
-            },
-            python_rng=random.Random(self.seed),
-            run_config=self.run_config,
-            # The engine's folder is hashed into the state's record, so that a resume can tell a
-            # damaged partition from the one saved (``_deepspeed_state_problems``).
-            extra=(
-                {DEEPSPEED_FILES: state_integrity.folder_file_record(self._deepspeed_state(step))}
-                if self.deepspeed
-                else None
-            ),
-        )
-        state_choice.prune_states(self.resume_root, keep_steps=set())
-        if self.deepspeed:
-            # Like the optimizer files prune_states removes: the two newest complete states (the
-            # resume point and its fallback should it turn out damaged) keep their DeepSpeed
-            # folders, every other goes (a kill between the two saves can leave one behind).
-            steps = {step, *state_choice.newest_complete_steps(self.resume_root)}
-            keep = {self._deepspeed_state(s) for s in steps}
-            for folder in self.resume_root.glob("deepspeed-step-*"):
-                if folder not in keep:
-                    shutil.rmtree(folder, ignore_errors=True)
-
-    def _deepspeed_state(self, step: int) -> Path:
-        """accelerate's folder of the DeepSpeed engine's state after ``step``."""
-        return self.resume_root / f"deepspeed-step-{step:06d}"
 
     def _context_records(self) -> pd.DataFrame:
         frames = [f for f in self.contexts if len(f)]

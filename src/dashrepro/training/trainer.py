@@ -67,7 +67,8 @@ import torch
 
 from dashrepro.data.prompts import TeacherProtocol
 from dashrepro.training.methods import MethodSpec
-from dashrepro.training.recipe import DistillationRecipe, RunSpec
+from dashrepro.training.recipe import DistillationRecipe
+from dashrepro.training.run_spec import RunSpec
 from dashrepro.training.settings import LoraSettings, TrainSettings
 
 

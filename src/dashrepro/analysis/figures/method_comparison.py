@@ -66,7 +66,7 @@ def selected_accuracy(
     """The ``statistics`` *selected* frame of one method: per seed, the per-problem accuracy of
     the checkpoint its selection record chose, from that checkpoint's ``samples.parquet``
     (``sample_keys``: each path's [method, scale, seed, step], in the same order)."""
-    from dashrepro.analysis import statistics as st
+    from dashrepro.analysis import per_problem as pp
     from dashrepro.io import read_parquet
 
     by_checkpoint = {
@@ -85,7 +85,7 @@ def selected_accuracy(
             )
         columns = ["benchmark", "problem_id", "correct"]
         samples[(seed, step)] = read_parquet(by_checkpoint[key], columns=columns)
-    return st.checkpoint_problem_accuracy(samples)
+    return pp.checkpoint_problem_accuracy(samples)
 
 
 def figure_cells(spec: Mapping, inputs: Mapping, context: Mapping) -> pd.DataFrame:
