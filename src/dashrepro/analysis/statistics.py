@@ -116,24 +116,7 @@ def paired_difference(
     ``resample_seeds`` and there are two or more seeds, over seeds, each resample applied to
     both methods (pairing). ``se_clustered`` is the problem-clustered SE of the difference
     (sem of the per-problem, seed-averaged differences; strata combined as for a cell)."""
-    mine = selected_grid(method_selected, benchmarks, "method_selected")
-    ref = selected_grid(reference_selected, benchmarks, "reference_selected")
-    if mine.seeds != ref.seeds:
-        raise ValueError(
-            f"paired_difference: seeds differ: method has {list(mine.seeds)}, reference has "
-            f"{list(ref.seeds)}; pair on the common seeds"
-        )
-    for bench, a, b in zip(benchmarks, mine.problems, ref.problems, strict=True):
-        if a != b:
-            only_m = sorted(set(a) - set(b))[:5]
-            only_r = sorted(set(b) - set(a))[:5]
-            raise ValueError(
-                f"paired_difference: problem sets of {bench!r} differ: only in the method "
-                f"{only_m}, only in the reference {only_r}"
-            )
-    diff = ProblemGrid(
-        mine.seeds, (0,), mine.benchmarks, mine.problems, mine.accuracy - ref.accuracy
-    )
+    diff = _difference_grid(method_selected, reference_selected, benchmarks)
     d = 100.0 * diff.accuracy[:, 0, :]  # (S, J) paired differences in points
     n_bench = len(benchmarks)
 
@@ -151,12 +134,7 @@ def paired_difference(
     )  # fmt: skip
     cells_m = clustered_standard_error(method_selected, benchmarks).set_index("column")
     cells_r = clustered_standard_error(reference_selected, benchmarks).set_index("column")
-    ses = [
-        float(stats.sem(d[:, block].mean(axis=0), ddof=1)) if block.stop - block.start > 1
-        else math.nan
-        for block in diff.blocks
-    ]  # fmt: skip
-    ses.append(math.sqrt(sum(se**2 for se in ses)) / len(ses))
+    ses = _clustered_difference_se(d, diff)
     rows = []
     for k, column in enumerate(benchmark_columns(benchmarks)):
         value_m, value_r = float(cells_m.at[column, "value"]), float(cells_r.at[column, "value"])
@@ -171,6 +149,43 @@ def paired_difference(
              "n_resamples": n_resamples}
         )  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _difference_grid(
+    method_selected: pd.DataFrame, reference_selected: pd.DataFrame, benchmarks: Sequence[str]
+) -> ProblemGrid:
+    """The (S, 1, J) grid of method - reference accuracies; both must have the same seeds and
+    the same problems of each benchmark (``ValueError`` naming the difference otherwise)."""
+    mine = selected_grid(method_selected, benchmarks, "method_selected")
+    ref = selected_grid(reference_selected, benchmarks, "reference_selected")
+    if mine.seeds != ref.seeds:
+        raise ValueError(
+            f"paired_difference: seeds differ: method has {list(mine.seeds)}, reference has "
+            f"{list(ref.seeds)}; pair on the common seeds"
+        )
+    for bench, a, b in zip(benchmarks, mine.problems, ref.problems, strict=True):
+        if a != b:
+            only_m = sorted(set(a) - set(b))[:5]
+            only_r = sorted(set(b) - set(a))[:5]
+            raise ValueError(
+                f"paired_difference: problem sets of {bench!r} differ: only in the method "
+                f"{only_m}, only in the reference {only_r}"
+            )
+    return ProblemGrid(
+        mine.seeds, (0,), mine.benchmarks, mine.problems, mine.accuracy - ref.accuracy
+    )
+
+
+def _clustered_difference_se(d: np.ndarray, diff: ProblemGrid) -> list[float]:
+    """Per benchmark the sem of the per-problem, seed-averaged differences ``d`` (S, J), then
+    the strata combined as for a cell (the ``average`` column)."""
+    ses = [
+        float(stats.sem(d[:, block].mean(axis=0), ddof=1)) if block.stop - block.start > 1
+        else math.nan
+        for block in diff.blocks
+    ]  # fmt: skip
+    ses.append(math.sqrt(sum(se**2 for se in ses)) / len(ses))
+    return ses
 
 
 # --------------------------------------------------------------------------- selection optimism
@@ -188,8 +203,8 @@ def selection_optimism(
 ) -> pd.DataFrame:
     """Per column: the paper's cell ``value``, the selection ``optimism``, ``corrected`` value,
     and the interval of the re-selected cell value, from a bootstrap over problems and seeds
-    that redoes best-checkpoint selection inside every replicate (definition in the module
-    docstring). ``reselection_rate``: the fraction of (replicate, seed) whose choice differs
+    that redoes best-checkpoint selection inside every replicate (definition in
+    docs/statistics.md). ``reselection_rate``: the fraction of (replicate, seed) whose choice differs
     from the original one. The default interval is scipy's ``basic`` one (2 x value minus the
     replicate quantiles): a replicate re-selects on its own data, so its values sit above the
     estimate by about the selection bias; the basic interval subtracts that shift where the
@@ -202,32 +217,7 @@ def selection_optimism(
     chosen = select_on_scores(scores, benchmarks)
     position = {t: j for j, t in enumerate(grid.steps)}
     t_hat = np.array([position[t] for t in chosen["selected_step"]])  # seeds in grid order
-    steps = np.arange(len(grid.steps))
-
-    def at(x: np.ndarray, t: np.ndarray) -> np.ndarray:  # x (R, S', T, B), t (R, S') -> (R, S', B)
-        return np.take_along_axis(x, t[:, :, None, None], axis=2)[:, :, 0, :]
-
-    def statistic(*indices, axis=-1):
-        lead, columns, seeds = split_indices(grid, indices)
-        replicate = np.stack(
-            [
-                100.0 * grid.accuracy[seeds[:, :, None, None], steps[None, None, :, None],
-                                      cols[:, None, None, :]].mean(axis=-1)
-                for cols in columns
-            ],
-            axis=-1,
-        )  # (R, S', T, B): A_r(s, t)  # fmt: skip
-        t_star = replicate.mean(axis=-1).argmax(axis=-1)  # first maximum: earliest step
-        t_orig = t_hat[seeds]
-        base = full[seeds]  # (R, S', T, B)
-        value = at(replicate, t_star).mean(axis=1)  # (R, B)
-        optimism = (
-            (at(replicate, t_star) - at(replicate, t_orig)) - (at(base, t_star) - at(base, t_orig))
-        ).mean(axis=1)
-        changed = (t_star != t_orig).mean(axis=1)
-        out = np.column_stack([value, value.mean(axis=1), optimism, optimism.mean(axis=1), changed])
-        return out.T.reshape(2 * n_bench + 3, *lead)
-
+    statistic = _reselection_statistic(grid, full, t_hat)
     low, high, used, replicates = bootstrap_interval(
         index_data(grid, resample_seeds), statistic, n_resamples=n_resamples, seed=seed,
         confidence=confidence, method=interval,
@@ -247,6 +237,43 @@ def selection_optimism(
              "n_checkpoints": len(grid.steps), "n_resamples": n_resamples}
         )  # fmt: skip
     return pd.DataFrame(rows)
+
+
+def _at(x: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """``x`` (R, S', T, B) at step indices ``t`` (R, S'): (R, S', B)."""
+    return np.take_along_axis(x, t[:, :, None, None], axis=2)[:, :, 0, :]
+
+
+def _reselection_statistic(grid: ProblemGrid, full: np.ndarray, t_hat: np.ndarray):
+    """The bootstrap statistic of ``selection_optimism``: per replicate the re-selected cell
+    value, the optimism (per benchmark and averaged) and the re-selection rate. ``full`` is
+    A(s, t) on all problems (S, T, B); ``t_hat`` each seed's original choice."""
+    n_bench = len(grid.benchmarks)
+    steps = np.arange(len(grid.steps))
+
+    def statistic(*indices, axis=-1):
+        lead, columns, seeds = split_indices(grid, indices)
+        replicate = np.stack(
+            [
+                100.0 * grid.accuracy[seeds[:, :, None, None], steps[None, None, :, None],
+                                      cols[:, None, None, :]].mean(axis=-1)
+                for cols in columns
+            ],
+            axis=-1,
+        )  # (R, S', T, B): A_r(s, t)  # fmt: skip
+        t_star = replicate.mean(axis=-1).argmax(axis=-1)  # first maximum: earliest step
+        t_orig = t_hat[seeds]
+        base = full[seeds]  # (R, S', T, B)
+        value = _at(replicate, t_star).mean(axis=1)  # (R, B)
+        optimism = (
+            (_at(replicate, t_star) - _at(replicate, t_orig))
+            - (_at(base, t_star) - _at(base, t_orig))
+        ).mean(axis=1)
+        changed = (t_star != t_orig).mean(axis=1)
+        out = np.column_stack([value, value.mean(axis=1), optimism, optimism.mean(axis=1), changed])
+        return out.T.reshape(2 * n_bench + 3, *lead)
+
+    return statistic
 
 
 # --------------------------------------------------------------------------- held-out selection

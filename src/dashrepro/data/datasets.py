@@ -1,42 +1,12 @@
-"""Loaders for the real training set and benchmarks, normalised to one schema.
+"""Loaders for the real training set and benchmarks, normalised to one schema (``COLUMNS``:
+id, problem, reference_solution, answer, source), each with a ``DataReport`` naming every row
+dropped and why.
 
-Every loader returns a ``pandas.DataFrame`` with exactly the columns of ``COLUMNS``::
-
-    id, problem, reference_solution, answer, source
-
-(the schema that ``synthetic_data`` writes for the embedded default, less its ``task`` column),
-and a ``DataReport`` that counts and names every row it dropped, and why.
-
-Sources are either a local file (``.parquet``, ``.jsonl``, or ``.json`` holding a JSON list of
-objects) or a Hugging Face dataset id at a pinned revision, read by ``dashrepro.data.reading``.
-How a source's columns map onto ours is a named *layout* (``LAYOUTS``, described in
-``dashrepro.data.layouts``): ``opsd_train``, ``hf_aime_2024``, ``matharena``,
-``yentinglin_aime_2025``, ``local_benchmark``. The report is ``dashrepro.data.report``; this
-module re-exports the public names of all three.
-
-Cleaning rules (``normalise``):
-
-- a row whose problem is missing or blank is dropped; the problem text itself is kept verbatim
-  (not stripped), as the OPSD reference code feeds it to the model;
-- a row whose answer is missing or blank is dropped. Answers become strings: a string is kept as
-  given apart from surrounding whitespace (so ``"025"`` stays ``"025"``: the source text is the
-  authority, and math-verify reads both forms as 25); a non-string number is converted, ints as
-  ``str(int)`` (``25 -> "25"``) and integral floats likewise (``25.0 -> "25"``, which is what a
-  parquet integer column with a null in it turns into), other floats as ``str(float)``;
-- for the training layout, a row without a reference solution is dropped;
-- a row without an id is dropped; of rows sharing an id the first is kept and the rest dropped.
-
-Rows are named in messages by their 0-based position in the source file (for JSON Lines: among the
-non-blank lines) and by id; a JSON Lines line that is not valid JSON is named by its 1-based line
-number, as an editor shows it.
-
-``load_benchmark(spec)`` and ``load_training_set(spec)`` take a dataset spec (the schema of
-``dashrepro.data.spec``, which the workflow config's ``dataset:`` entries follow too): ``path``
-and its ``sha256`` (checked before the file is read) *or* ``hf_id`` and ``revision`` (+
-``split``), ``layout``, and for benchmarks ``expected_size`` (a benchmark must come out at
-exactly that size), optionally ``min_rows`` (training set) and ``id_prefix``.
-``prepare_dataset`` is what the workflow's data rules call. From the command line (a relative
-``--path`` is read from the working directory; without ``--sha256`` the error gives the file's):
+Sources are a local file (.parquet, .jsonl, .json) or a Hugging Face dataset at a pinned
+revision (``data.reading``); a named layout maps their columns onto ours (``data.layouts``).
+The cleaning rules and the dataset spec are in docs/datasets.md. ``prepare_dataset`` is what
+the workflow's data rules call; from the command line (without ``--sha256`` the error gives
+the file's):
 
     python -m dashrepro.data.datasets --path benchmarks/aime2024.jsonl --sha256 <sha256> \\
         --layout local_benchmark --expected-size 30 --out aime2024.parquet

@@ -182,15 +182,38 @@ def vllm_backend_problems(config: Mapping, rules: set[str], python: str) -> list
 
 
 def check_semantics(config: Mapping) -> list[str]:
-    problems = []
+    """Every problem across keys that the schema cannot say, one ``key: message`` line each."""
     name_problem = experiment_name_problem(config["experiment"])
-    if name_problem:
-        problems.append(f"experiment: {name_problem}; choose another name")
-    if VALIDATION_SPLIT in config["benchmarks"]:
+    problems = [f"experiment: {name_problem}; choose another name"] if name_problem else []
+    problems += _evaluation_problems(config)
+    evaluated = {
+        scale for group in GROUPS for spec in config[group].values() for scale in spec_scales(spec)
+    }
+    backend = GenerationSettings.from_config(config["evaluation"]).backend
+    for scale, spec in config["scales"].items():
+        scale_eval = scale_evaluation(config, scale) if scale in evaluated else None
+        problems += _length_problems(scale, spec, scale_eval)
+        problems += _lora_rank_problems(scale, spec, scale_eval)
+        problems += _schedule_problems(scale, TrainSettings.from_config(spec["train"]))
+        if spec["source"] == "embedded":
+            problems += _architecture_problems(scale, spec, backend)
+    for name, method in config["methods"].items():
+        problems += _method_problems(name, method, config)
+    problems += _data_problems(config)
+    for group in GROUPS:
+        for name, spec in config[group].items():
+            problems += _output_problems(group, name, spec, config)
+    problems += _embedded_output_problems(config)
+    if config["statistics"]["reference"] not in config["methods"]:
         problems.append(
-            f"benchmarks.{VALIDATION_SPLIT}: the name is the validation split's "
-            "(data.validation); give the benchmark another"
+            f"statistics.reference: unknown method {config['statistics']['reference']!r}"
         )
+    return problems + matrix_problems(config)
+
+
+def _evaluation_problems(config: Mapping) -> list[str]:
+    """Grading timeouts in the wrong order; a vLLM context without room for a prompt."""
+    problems = []
     grading = GradingSettings.from_config(config["evaluation"])
     if grading.grading_item_timeout_s <= grading.grading_timeout_s:
         problems.append(
@@ -206,51 +229,66 @@ def check_semantics(config: Mapping) -> list[str]:
                 f"evaluation.vllm.max_model_len: {vllm_len} leaves no room for a prompt before "
                 f"evaluation.max_new_tokens={generation.max_new_tokens}"
             )
-    evaluated = {
-        scale for group in GROUPS for spec in config[group].values() for scale in spec_scales(spec)
+    return problems
+
+
+def _schedule_problems(scale: str, train: TrainSettings) -> list[str]:
+    """Checkpoints that do not divide the schedule; a DeepSpeed config that is not there."""
+    problems = []
+    if train.steps % train.checkpoint_every:
+        problems.append(
+            f"scales.{scale}.train.checkpoint_every: {train.checkpoint_every} does not "
+            f"divide steps={train.steps}"
+        )
+    if train.deepspeed_config and not resolve_repo_path(train.deepspeed_config).is_file():
+        problems.append(
+            f"scales.{scale}.train.deepspeed_config: no such file {train.deepspeed_config!r}"
+        )
+    return problems
+
+
+def _architecture_problems(scale: str, spec: Mapping, evaluation_backend: str) -> list[str]:
+    """An embedded architecture whose heads do not divide, or whose head size vLLM cannot
+    serve when a sampler of this scale uses vLLM."""
+    problems = []
+    arch = spec["architecture"]
+    if "head_dim" not in arch and arch["hidden_size"] % arch["num_attention_heads"]:
+        problems.append(
+            f"scales.{scale}.architecture.hidden_size: not divisible by num_attention_heads "
+            "(or set architecture.head_dim)"
+        )
+    backends = {
+        key: value
+        for key, value in (
+            ("evaluation.backend", evaluation_backend),
+            (
+                f"scales.{scale}.train.rollout_backend",
+                TrainSettings.from_config(spec["train"]).rollout_backend,
+            ),
+        )
+        if value == "vllm"
     }
-    for scale, spec in config["scales"].items():
-        scale_eval = scale_evaluation(config, scale) if scale in evaluated else None
-        problems += _length_problems(scale, spec, scale_eval)
-        problems += _lora_rank_problems(scale, spec, scale_eval)
-        train = TrainSettings.from_config(spec["train"])
-        if train.steps % train.checkpoint_every:
-            problems.append(
-                f"scales.{scale}.train.checkpoint_every: {train.checkpoint_every} does not "
-                f"divide steps={train.steps}"
-            )
-        if train.deepspeed_config and not resolve_repo_path(train.deepspeed_config).is_file():
-            problems.append(
-                f"scales.{scale}.train.deepspeed_config: no such file {train.deepspeed_config!r}"
-            )
-        if spec["source"] != "embedded":
-            continue
-        arch = spec["architecture"]
-        if "head_dim" not in arch and arch["hidden_size"] % arch["num_attention_heads"]:
-            problems.append(
-                f"scales.{scale}.architecture.hidden_size: not divisible by num_attention_heads "
-                "(or set architecture.head_dim)"
-            )
-        backends = {
-            key: value
-            for key, value in (
-                ("evaluation.backend", generation.backend),
-                (f"scales.{scale}.train.rollout_backend", train.rollout_backend),
-            )
-            if value == "vllm"
-        }
-        width = arch.get("head_dim") or arch["hidden_size"] // arch["num_attention_heads"]
-        if backends and width not in VLLM_HEAD_DIMS:
-            problems.append(
-                f"scales.{scale}.architecture.head_dim: {width} is not a head size vLLM's "
-                f"attention supports {VLLM_HEAD_DIMS} (asked for by {', '.join(backends)}: vllm)"
-            )
-        if arch["num_attention_heads"] % arch["num_key_value_heads"]:
-            problems.append(
-                f"scales.{scale}.architecture.num_key_value_heads: must divide num_attention_heads"
-            )
-    for name, method in config["methods"].items():
-        problems += _method_problems(name, method, config)
+    width = arch.get("head_dim") or arch["hidden_size"] // arch["num_attention_heads"]
+    if backends and width not in VLLM_HEAD_DIMS:
+        problems.append(
+            f"scales.{scale}.architecture.head_dim: {width} is not a head size vLLM's "
+            f"attention supports {VLLM_HEAD_DIMS} (asked for by {', '.join(backends)}: vllm)"
+        )
+    if arch["num_attention_heads"] % arch["num_key_value_heads"]:
+        problems.append(
+            f"scales.{scale}.architecture.num_key_value_heads: must divide num_attention_heads"
+        )
+    return problems
+
+
+def _data_problems(config: Mapping) -> list[str]:
+    """Benchmarks and the training set whose data cannot be what they are for."""
+    problems = []
+    if VALIDATION_SPLIT in config["benchmarks"]:
+        problems.append(
+            f"benchmarks.{VALIDATION_SPLIT}: the name is the validation split's "
+            "(data.validation); give the benchmark another"
+        )
     for name, bench in config["benchmarks"].items():
         if bench["dataset"] is None and "task" not in bench:
             problems.append(
@@ -266,15 +304,7 @@ def check_semantics(config: Mapping) -> list[str]:
             f"data.training_set.layout: {training_set['layout']!r} is a benchmark layout; "
             "the training set needs problems with reference solutions ('opsd_train')"
         )
-    for group in GROUPS:
-        for name, spec in config[group].items():
-            problems += _output_problems(group, name, spec, config)
-    problems += _embedded_output_problems(config)
-    if config["statistics"]["reference"] not in config["methods"]:
-        problems.append(
-            f"statistics.reference: unknown method {config['statistics']['reference']!r}"
-        )
-    return problems + matrix_problems(config)
+    return problems
 
 
 def _output_problems(group: str, name: str, spec: Mapping, config: Mapping) -> list[str]:
