@@ -333,6 +333,13 @@ def heldout_selection(
 # --------------------------------------------------------------------------- reproduction gap
 
 
+def _refuse_duplicate_cells(frame: pd.DataFrame, name: str) -> None:
+    """``ValueError`` naming one cell that ``frame`` holds twice."""
+    dup = frame[frame.duplicated(list(CELL_KEY), keep=False)]
+    if not dup.empty:
+        raise ValueError(f"{name}: duplicate cells, e.g. {dict(dup.iloc[0][list(CELL_KEY)])}")
+
+
 def reproduction_gap(
     our_cells: pd.DataFrame,
     published: pd.DataFrame,
@@ -360,9 +367,7 @@ def reproduction_gap(
         ours = ours[ours["table"].isin(tables)]
         published = published[published["table"].isin(tables)]
     for frame, name in ((ours, "our_cells"), (published, "published")):
-        dup = frame[frame.duplicated(list(CELL_KEY), keep=False)]
-        if not dup.empty:
-            raise ValueError(f"{name}: duplicate cells, e.g. {dict(dup.iloc[0][list(CELL_KEY)])}")
+        _refuse_duplicate_cells(frame, name)
     left = published[list(CELL_KEY)].assign(
         published=published["value"].astype(float),
         published_source=published["source"] if "source" in published.columns else None,
@@ -374,11 +379,7 @@ def reproduction_gap(
     gap = left.merge(right, on=list(CELL_KEY), how="outer")
     if intervals is not None:
         require_columns(intervals, [*CELL_KEY, "ci_low", "ci_high"], "intervals")
-        dup = intervals[intervals.duplicated(list(CELL_KEY), keep=False)]
-        if not dup.empty:
-            raise ValueError(
-                f"intervals: duplicate cells, e.g. {dict(dup.iloc[0][list(CELL_KEY)])}"
-            )
+        _refuse_duplicate_cells(intervals, "intervals")
         gap = gap.merge(intervals[[*CELL_KEY, "ci_low", "ci_high"]], on=list(CELL_KEY), how="left")
     else:
         gap = gap.assign(ci_low=math.nan, ci_high=math.nan)

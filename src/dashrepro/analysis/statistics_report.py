@@ -227,21 +227,7 @@ def report_markdown(
     """The statistics report: definitions, every cell's statistics, the paired differences,
     held-out selection beside the paper's (None: no validation split configured), and the
     reproduction gap's counts and compared cells."""
-    lines = [
-        f"# Statistics of experiment {experiment}",
-        "",
-        "Beside each number of the tables: the seed std, the standard error clustered by problem "
-        "(samples of a problem are not independent), the optimism of selecting the checkpoint on "
-        "the test benchmarks (a bootstrap over problems and seeds that redoes the selection in "
-        "each replicate; `corrected` = value - optimism) with the interval of the re-selected "
-        f"value, and the paired difference against {settings['reference']} on the same problems "
-        f"and seeds. {settings['n_resamples']} bootstrap resamples, seed {settings['seed']}, "
-        f"{100 * settings['confidence']:.0f}% intervals (scipy.stats.bootstrap). Definitions: "
-        "`dashrepro.analysis.statistics`.",
-        "",
-        "## Cells",
-        "",
-    ]
+    lines = _intro_lines(experiment, settings)
     columns = [c for c in (*KEY, "value", "seed_std", "clustered_se", "optimism", "corrected",
                            "ci_low", "ci_high", "n_seeds") if c in cell_stats.columns]  # fmt: skip
     lines += markdown_table(cell_stats, columns)
@@ -270,7 +256,33 @@ def report_markdown(
             changes,
             changes.columns,
         )
-    lines += ["", "## Held-out selection", ""]
+    lines += _heldout_lines(heldout)
+    lines += _gap_lines(gap)
+    return "\n".join(lines) + "\n"
+
+
+def _intro_lines(experiment: str, settings: Mapping) -> list[str]:
+    """The report's title and what its numbers are."""
+    return [
+        f"# Statistics of experiment {experiment}",
+        "",
+        "Beside each number of the tables: the seed std, the standard error clustered by problem "
+        "(samples of a problem are not independent), the optimism of selecting the checkpoint on "
+        "the test benchmarks (a bootstrap over problems and seeds that redoes the selection in "
+        "each replicate; `corrected` = value - optimism) with the interval of the re-selected "
+        f"value, and the paired difference against {settings['reference']} on the same problems "
+        f"and seeds. {settings['n_resamples']} bootstrap resamples, seed {settings['seed']}, "
+        f"{100 * settings['confidence']:.0f}% intervals (scipy.stats.bootstrap). Definitions: "
+        "`dashrepro.analysis.statistics`.",
+        "",
+        "## Cells",
+        "",
+    ]
+
+
+def _heldout_lines(heldout: pd.DataFrame | None) -> list[str]:
+    """The held-out selection section (or why there is none)."""
+    lines = ["", "## Held-out selection", ""]
     if heldout is None:
         lines.append(
             "No validation split is configured (`data.validation`): every checkpoint is "
@@ -285,7 +297,12 @@ def report_markdown(
             "",
         ]
         lines += markdown_table(heldout, [c for c in HELDOUT_COLUMNS if c != "validation"])
-    lines += ["", "## Reproduction gap", ""]
+    return lines
+
+
+def _gap_lines(gap: pd.DataFrame) -> list[str]:
+    """The reproduction gap's counts and its compared cells."""
+    lines = ["", "## Reproduction gap", ""]
     counts = gap["status"].value_counts()
     lines.append(
         ", ".join(
@@ -302,7 +319,7 @@ def report_markdown(
             compared, [*KEY, "ours", "published", "difference", "ci_low", "ci_high",
                        "paper_inside_interval"],
         )  # fmt: skip
-    return "\n".join(lines) + "\n"
+    return lines
 
 
 def gap_figure(gap: pd.DataFrame, experiment: str):

@@ -202,11 +202,7 @@ def generate_samples(
     naming what changed (a retrained adapter, an edited benchmark, a new prompt template); the
     result equals an uninterrupted run.
     """
-    shards = []
-    for bench, frame in benchmarks.items():
-        rows = list(frame.itertuples(index=False))
-        for start in range(0, len(rows), shard_size):
-            shards.append((bench, rows[start : start + shard_size]))
+    shards = _shards(benchmarks, shard_size)
     settings = {
         "k": k,
         "sampling": asdict(sampling),
@@ -236,13 +232,8 @@ def generate_samples(
                 continue
         this_seed = shard_seed(seed, f"{bench}:" + ",".join(str(r.id) for r in rows))
         started = time.perf_counter()
-        # k requests per problem, problem by problem.
-        requests = [prompt for prompt in prompts for _ in range(k)]
-        with heartbeat(
-            log or (lambda _: None),
-            f"shard {shard_index + 1}/{len(shards)} ({bench}, {len(requests)} requests)",
-        ):
-            samples = sampler.sample(requests, sampling, this_seed, adapter_dir=adapter_dir)
+        label = f"shard {shard_index + 1}/{len(shards)} ({bench}, {len(prompts) * k} requests)"
+        samples = _sample_shard(sampler, prompts, k, sampling, this_seed, adapter_dir, label, log)
         generation_seconds += time.perf_counter() - started
         shard = shard_frame(samples, rows, k, this_seed, {**settings, "benchmark": bench})
         if kept is not None:
@@ -253,6 +244,23 @@ def generate_samples(
     frame = pd.concat(frames, ignore_index=True)[RESPONSE_COLUMNS]
     frame.attrs["generation_seconds"] = generation_seconds
     return frame
+
+
+def _shards(benchmarks: Mapping[str, pd.DataFrame], shard_size: int) -> list[tuple[str, list]]:
+    """(benchmark, rows) of every shard: ``shard_size`` problems at a time, within a benchmark."""
+    shards = []
+    for bench, frame in benchmarks.items():
+        rows = list(frame.itertuples(index=False))
+        for start in range(0, len(rows), shard_size):
+            shards.append((bench, rows[start : start + shard_size]))
+    return shards
+
+
+def _sample_shard(sampler, prompts, k: int, sampling, seed: int, adapter_dir, label: str, log):
+    """k samples of each prompt, problem by problem, with a heartbeat in the log while it runs."""
+    requests = [prompt for prompt in prompts for _ in range(k)]
+    with heartbeat(log or (lambda _: None), label):
+        return sampler.sample(requests, sampling, seed, adapter_dir=adapter_dir)
 
 
 def has_reference_solutions(benchmark: pd.DataFrame) -> bool:
