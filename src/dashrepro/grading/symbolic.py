@@ -1,109 +1,14 @@
-"""The symbolic benchmark grader behind every reported score (the paper's appendix "Answer
+r"""The symbolic benchmark grader behind every reported score (the paper's appendix "Answer
 extraction and equivalence checking").
 
-:func:`grade_response` / :func:`grade_batch`: last ``\\boxed{...}`` -> math-verify with a 5 s
-timeout -> exact-match fallback; :func:`grade_batch` runs it in killable worker processes. (The
-outcome reward of the GRPO hybrid is ``grading.reward``, never used for reported scores.)
-
-Protocol of :func:`grade_response` (the decisions the paper leaves open, made explicit)
---------------------------------------------------------------------------------------
-1. ``extracted = extract_last_boxed(response)``; ``None`` -> ``correct=False``,
-   ``path="no_boxed"``.
-2. Both are normalised (:func:`normalise_box`): surrounding whitespace and newlines
-   stripped (``\\boxed{\n8\\sqrt{10}\n}``), trailing sentence punctuation removed
-   (``2^{10}.``, ``\\frac{4}{9}.``), and ``\\$`` -- an escaped dollar, a currency sign -- dropped,
-   so it is not taken for a math delimiter (``\\$204``). Then each is wrapped in ``$...$``
-   when it contains none of the math delimiters ``$``, ``\\(``, ``\\[``.
-3. Both are parsed with ``math_verify.parse(s, fallback_mode="no_fallback",
-   parsing_timeout=T, raise_on_error=True)`` (default extraction configs), gold first,
-   then ``math_verify.verify(gold_parsed, pred_parsed, timeout_seconds=T,
-   raise_on_error=True)`` -- gold first because verify is asymmetric. ``T`` is
-   ``ceil(timeout_s)`` (``signal.alarm`` only takes whole seconds); default 5 s.
-4. The trap of a literal port ("with defaults parse returns [] and verify returns False instead
-   of raising, so a literal port never reaches the fallback") is closed two ways:
-   ``raise_on_error=True`` makes real parse/verify exceptions propagate, AND an empty
-   parse on either side (math-verify swallows latex2sympy failures internally and
-   returns ``[]`` even with ``raise_on_error=True``) is treated as a parse failure.
-   Both go to the paper's fallback: lowercase exact match after removing ``$`` and
-   spaces (``s.replace("$", "").replace(" ", "").lower()``; only the space character
-   is removed, as the paper says) -> ``path="exact_fallback"``.
-5. math-verify's own (SIGALRM) timeout raises ``TimeoutException`` (a
-   ``BaseException``); that is an exception raised by parse/verify, so per the paper the
-   verdict comes from the exact fallback, but the sample is recorded with
-   ``path="timeout"`` (so ``correct`` is False unless the exact fallback matches). The
-   same rule is applied when :func:`grade_batch` hard-kills a stuck worker.
-6. ``path="partial_parse"``: math-verify tries the matches in the (wrapped) box from the
-   rightmost on until one parses, so a box whose whole content does not parse can still
-   yield a fragment (``\\frac{1}{\\sqrt[}{x}^^_ 3`` -> ``3``). The prediction is parsed a
-   second time with ``extraction_mode="first_match"`` (the first match only); when that
-   parse is empty, the verdict comes from the exact fallback and the sample is recorded
-   with this path (counted in the evaluation summary as ``n_partial_parse``).
-7. ``path="error"``: anything that is not an exception from math-verify's parse/verify,
-   i.e. a failure in this module's own code or a worker process that died on an item
-   twice; ``correct`` again comes from the exact fallback, ``error`` holds the reason.
-8. No verdict short-cut: every boxed answer goes through math-verify's parse and
-   verify; there is no string-equality fast path. The only speed-up is a per-process
-   memo of ``math_verify.parse`` results keyed by the input string (parse is
-   deterministic and its sympy results immutable, so a hit cannot change a verdict;
-   exceptions and timeouts are never memoised, empty parses are). Model output is never ``eval``-ed:
-   math-verify parses it with latex2sympy / sympy's ``parse_expr`` only.
-
-9. Answer-form normalisations (issue 24; a deliberate addition to the paper's protocol, made
-   visible per sample): when steps 2-7 give ``correct=False`` by ``math_verify``,
-   ``exact_fallback`` or ``partial_parse`` (never after a ``timeout`` or ``error``), and the
-   normalised box is at most ``NORMALISATION_MAX_CHARS`` characters, the named functions of
-   ``NORMALISATIONS`` are applied to the prediction one after the other, in table order, each
-   to the previous one's output. After every one that changes the string, the result is
-   graded by math-verify again (same parse/first-match/verify rules, the gold's parse reused;
-   no exact fallback); the first ``True`` ends the search and the sample is recorded with
-   ``path="math_verify"``, ``error=None`` and ``normalisation`` = the names of the
-   normalisations that changed the string so far, joined by ``"+"``. The gold is never
-   rewritten. Only a ``False`` can become ``True``, so an answer that verifies as written
-   never changes verdict, and the paper's plain verdict of a sample is
-   ``correct and normalisation is None``. These re-checks share the item's ``timeout_s`` budget
-   (each under a SIGALRM of the whole seconds left; none started with under a second left;
-   a timeout ends the search and keeps the plain verdict). :func:`count_normalisations`
-   counts the verdicts each normalisation changed.
-
-Every result dict has keys ``correct`` (bool), ``extracted`` (str | None), ``path``
-(``"math_verify" | "exact_fallback" | "partial_parse" | "no_boxed" | "timeout" | "error"``),
-``seconds`` (float, grading wall time of that item), ``error`` (str | None, at most
-``ERROR_TEXT_LIMIT`` characters plus a note of how many were cut) and ``normalisation``
-(str | None: which normalisations turned a ``False`` into ``True``, step 9).
-
-Threads: math-verify's timeout uses ``signal.alarm``, which only works in the main
-thread. :func:`grade_response` therefore refuses to run outside the main thread (it
-would otherwise silently degrade to exact matching); ``grading.batch.grade_batch`` works from any
-thread because the grading happens in the main thread of worker processes
-(``forkserver`` context where available, else ``spawn``). Like any forkserver/spawn
-user, a calling *script* needs the ``if __name__ == "__main__":`` guard (the children
-import the parent's main module); without it the workers fail to start and grade_batch
-raises ``RuntimeError`` after three start-up failures.
-
-What math-verify alone reads literally and step 9 now accepts (each pinned by a test in
-``tests/grading``): digit grouping (``1\\,000``, ``1 000``), units and degree signs
-(``12°``, ``12\\degree``), modular annotations (``42 \\pmod{1000}``; the annotated number is
-taken literally, so ``1042 \\pmod{1000}`` is not 42 -- the AIME gold is the residue itself),
-punctuation inside math delimiters (``$42.$``), a ``\\pm`` inside a fraction against the two
-roots, and repeating decimals (``0.\\overline{4}`` = 4/9). Still literal: ``\\pm 2`` against a
-single-valued gold ``2`` is wrong (it equals the two-valued gold ``2, -2``); ``3, 375`` (comma
-and space) is a list, never 3375; ``(3, 375)`` and ``[3, 375]`` stay a tuple and an interval.
-math-verify's own reading of the *binary* ``\\mod`` stands (``1042 \\mod 1000`` evaluates to 42
-before step 9 is reached).
-
-Hard timeout: with CPython 3.11, sympy 1.14 and math-verify 0.9.0 (no gmpy2), the
-exponent tower ``9^{9^{9^{9^{9}}}}`` vs ``1`` is in fact stopped by math-verify's SIGALRM
-after ~5 s (big-int arithmetic checks for signals here). The parent-side hard timeout is
-the guarantee for inputs the signal cannot stop (a handler swallowed by a bare
-``except:``, a long uninterruptible C call); the tests exercise it by setting the signal
-timeout beyond the hard timeout.
-
-Run the tests::
+``grade_response``: the last ``\boxed{...}`` -> math-verify with a 5 s timeout -> the paper's
+exact-match fallback, each sample recorded with the path its verdict took (math_verify,
+exact_fallback, partial_parse, no_boxed, timeout, error) and, where an answer-form
+normalisation (``answer_forms``) turned a False into True, which one. ``grading.batch`` runs it
+in killable worker processes. The protocol step by step, the decisions the paper leaves open,
+the answer forms and the timeouts: docs/grading.md. Model output is never ``eval``-ed.
 
     pytest tests/grading -q
-
-and the throughput benchmark::
-
     python benchmarks/grading.py --quick
 """
 
