@@ -7,15 +7,12 @@ from _bootstrap import named_files, run, setup
 def main(snakemake) -> None:
     log = setup(snakemake, threads=1)
     from dashrepro.analysis.figures import make_figure
-    from dashrepro.io import atomic_path, write_json
+    from dashrepro.io import save_figure, write_json
 
     fig, data = make_figure(
         snakemake.params.spec, named_files(snakemake.input), snakemake.params.context
     )
-    # No creation date in the PDF: the same numbers draw the same bytes, on any day.
-    for fmt, metadata in (("png", None), ("pdf", {"CreationDate": None})):
-        with atomic_path(snakemake.output[fmt]) as tmp:
-            fig.savefig(tmp, format=fmt, dpi=150, metadata=metadata)
+    save_figure(fig, {"png": snakemake.output.png, "pdf": snakemake.output.pdf})
     write_json(snakemake.output.data, data)
     log.info("figure %s drawn", snakemake.wildcards.figure)
 

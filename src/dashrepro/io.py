@@ -331,3 +331,13 @@ def sha256_path(path: str | os.PathLike) -> str:
         digest.update(str(child.relative_to(path)).encode())
         digest.update(sha256_file(child).encode())
     return digest.hexdigest()
+
+
+def save_figure(fig, paths: Mapping[str, str | os.PathLike], dpi: int = 150) -> None:
+    """``fig`` in each format of ``paths`` (``{"png": ..., "pdf": ...}``, in that order),
+    atomically; the PDF without a creation date, so the same numbers draw the same bytes on
+    any day."""
+    for fmt, path in paths.items():
+        metadata = {"CreationDate": None} if fmt == "pdf" else None
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=fmt, dpi=dpi, metadata=metadata)

@@ -104,7 +104,14 @@ def _shard_mismatch(stored: dict | None, wanted: dict) -> str | None:
 
 
 def _reuse_shard(path: Path, wanted: dict, log) -> pd.DataFrame | None:
-    """The kept shard at ``path`` if it was made from exactly ``wanted``, else None (deleted)."""
+    """The kept shard at ``path`` if it was made from exactly ``wanted``, else None (deleted,
+    with a log line naming what changed).
+
+    A shard's record holds everything its samples were made from: the sampling settings, the
+    content hash of the adapter's files, the base model's fingerprint (its folder's content
+    hash, or its hub id), the hashes of the shard's problems and of the rendered prompts; so a
+    retrained adapter, an edited benchmark or a new prompt template is never reused, and a
+    resumed job's result equals an uninterrupted run's."""
     try:
         reason = _shard_mismatch(read_parquet_record(path), wanted)
         frame = None if reason else read_parquet(path)
@@ -189,27 +196,13 @@ def generate_samples(
 ) -> pd.DataFrame:
     """k sampled responses per problem of each benchmark, one row per sample, not yet graded.
 
-    ``sampler`` is a backend of ``vllm_backend`` (``HFSampler``, ``VLLMSampler``) or a
-    ``generation.ModelSampler``; ``adapter_dir`` is the checkpoint it samples (None: base model).
-
-    Problems are generated in shards of ``shard_size`` problems (within one benchmark), each with
-    its own seed derived from ``seed`` and the shard's problem ids (recorded per row). With a
-    ``shard_dir``, every finished shard is written there atomically with a record of everything
-    its samples were made from: the sampling settings, the content hash of the adapter's files,
-    ``base_model_fingerprint`` (the content hash of the base model's folder, or its hub id), the
-    hash of the shard's problems and of the rendered prompts. A rerun after a killed job reuses a
-    kept shard only when every one of these matches, and discards it otherwise with a log line
-    naming what changed (a retrained adapter, an edited benchmark, a new prompt template); the
-    result equals an uninterrupted run.
-    """
+    ``sampler``: a ``sampling`` backend; ``adapter_dir``: the checkpoint it samples (None: the
+    base model). Problems are sampled in shards of ``shard_size`` problems of one benchmark,
+    each seeded from ``seed`` and its problem ids; with a ``shard_dir`` every finished shard is
+    kept there for a rerun after a killed job (``_reuse_shard``)."""
     shards = _shards(benchmarks, shard_size)
-    settings = {
-        "k": k,
-        "sampling": asdict(sampling),
-        "seed": seed,
-        "checkpoint": checkpoint,
-        "role": prompt_role,
-    }
+    settings = {"k": k, "sampling": asdict(sampling), "seed": seed, "checkpoint": checkpoint,
+                "role": prompt_role}  # fmt: skip
     inputs = {
         "settings": settings,
         "adapter": adapter_fingerprint(adapter_dir) if shard_dir and adapter_dir else None,

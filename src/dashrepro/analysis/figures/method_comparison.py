@@ -147,6 +147,52 @@ def _yerr(values, low, high) -> np.ndarray:
     return np.clip([values - np.asarray(low, float), np.asarray(high, float) - values], 0, None)
 
 
+def _draw_per_benchmark(ax, by_key, shown, columns: Mapping, labels, highlight) -> None:
+    """One group of bars per benchmark column, one bar per method, with its interval."""
+    width = 0.8 / max(len(shown), 1)
+    for i, method in enumerate(shown):
+        xs = [j + (i - (len(shown) - 1) / 2) * width for j in range(len(columns))]
+        name = labels[method] + (" *" if method in highlight else "")
+        mine = by_key.loc[[(method, c) for c in columns]]
+        yerr = _yerr(mine["value"], mine["ci_low"], mine["ci_high"])
+        ax.bar(xs, mine["value"], width, yerr=yerr, capsize=2, label=name)
+    ax.set_xticks(range(len(columns)), list(columns.values()), fontsize=8)
+    ax.legend(fontsize=7)
+
+
+def _draw_line(ax, average, shown, options: Mapping, highlight) -> None:
+    """The average against the options' ``x`` of each method (log scale), with its band."""
+    xs = [options["x"][m] for m in shown]
+    mine = average.loc[shown]
+    ax.plot(xs, mine["value"], marker="o")
+    ax.fill_between(xs, mine["ci_low"], mine["ci_high"], alpha=0.2)
+    for m, x in zip(shown, xs, strict=True):
+        if m in highlight:
+            ax.scatter([x], [average.at[m, "value"]], marker="*", s=200, zorder=3)
+    ax.set_xscale("log")
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.set_xlabel(options.get("xlabel", ""))
+
+
+def _draw_average_bars(ax, average, shown, labels, highlight, relative) -> None:
+    """One bar per method: its average, or its gain over ``relative``, value printed above."""
+    mine = average.loc[shown]
+    if relative:
+        values, low, high = mine["gain"], mine["gain_ci_low"], mine["gain_ci_high"]
+    else:
+        values, low, high = mine["value"], mine["ci_low"], mine["ci_high"]
+    yerr = _yerr(values, low, high)
+    bars = ax.bar(range(len(shown)), values, yerr=yerr, capsize=2)
+    tops = np.nan_to_num(np.asarray(values, float) + yerr[1])  # above the error bar
+    for bar, m, top in zip(bars, shown, tops, strict=True):
+        ax.annotate(f"{average.at[m, 'value']:.2f}", (bar.get_x() + bar.get_width() / 2, top),
+                    ha="center", va="bottom", fontsize=7)  # fmt: skip
+    names = [labels[m] + (" *" if m in highlight else "") for m in shown]
+    ax.set_xticks(range(len(shown)), names, rotation=30, ha="right", fontsize=7)
+    if relative:
+        ax.axhline(0.0, color="black", linewidth=0.8)
+
+
 def draw(spec: Mapping, inputs: Mapping, context: Mapping):
     import matplotlib.pyplot as plt
 
@@ -162,42 +208,11 @@ def draw(spec: Mapping, inputs: Mapping, context: Mapping):
     fig, ax = plt.subplots(figsize=(5.0, 3.4))
     if options.get("per_benchmark"):
         columns = {**context["benchmark_labels"], "average": "Average"}
-        width = 0.8 / max(len(shown), 1)
-        for i, method in enumerate(shown):
-            xs = [j + (i - (len(shown) - 1) / 2) * width for j in range(len(columns))]
-            name = labels[method] + (" *" if method in highlight else "")
-            mine = by_key.loc[[(method, c) for c in columns]]
-            yerr = _yerr(mine["value"], mine["ci_low"], mine["ci_high"])
-            ax.bar(xs, mine["value"], width, yerr=yerr, capsize=2, label=name)
-        ax.set_xticks(range(len(columns)), list(columns.values()), fontsize=8)
-        ax.legend(fontsize=7)
+        _draw_per_benchmark(ax, by_key, shown, columns, labels, highlight)
     elif options.get("style") == "line":
-        xs = [options["x"][m] for m in shown]
-        mine = average.loc[shown]
-        ax.plot(xs, mine["value"], marker="o")
-        ax.fill_between(xs, mine["ci_low"], mine["ci_high"], alpha=0.2)
-        for m, x in zip(shown, xs, strict=True):
-            if m in highlight:
-                ax.scatter([x], [average.at[m, "value"]], marker="*", s=200, zorder=3)
-        ax.set_xscale("log")
-        ax.set_xticks(xs, [str(x) for x in xs])
-        ax.set_xlabel(options.get("xlabel", ""))
+        _draw_line(ax, average, shown, options, highlight)
     else:
-        mine = average.loc[shown]
-        if relative:
-            values, low, high = mine["gain"], mine["gain_ci_low"], mine["gain_ci_high"]
-        else:
-            values, low, high = mine["value"], mine["ci_low"], mine["ci_high"]
-        yerr = _yerr(values, low, high)
-        bars = ax.bar(range(len(shown)), values, yerr=yerr, capsize=2)
-        tops = np.nan_to_num(np.asarray(values, float) + yerr[1])  # above the error bar
-        for bar, m, top in zip(bars, shown, tops, strict=True):
-            ax.annotate(f"{average.at[m, 'value']:.2f}", (bar.get_x() + bar.get_width() / 2, top),
-                        ha="center", va="bottom", fontsize=7)  # fmt: skip
-        names = [labels[m] + (" *" if m in highlight else "") for m in shown]
-        ax.set_xticks(range(len(shown)), names, rotation=30, ha="right", fontsize=7)
-        if relative:
-            ax.axhline(0.0, color="black", linewidth=0.8)
+        _draw_average_bars(ax, average, shown, labels, highlight, relative)
     if reference:
         ref = average.loc[reference]
         ax.axhline(ref["value"], linestyle="--", color="grey", label=labels[reference])

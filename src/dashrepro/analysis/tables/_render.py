@@ -109,6 +109,32 @@ def _marked(text: str, rank, latex: bool) -> str:
     return {1: f"**{text}**", 2: f"<ins>{text}</ins>", 3: f"*{text}*"}[rank]
 
 
+def _latex_head(
+    scales: Sequence[str], columns: Mapping[str, str], scale_labels: Mapping[str, str], width: int
+) -> list[str]:
+    """The LaTeX table's opening lines down to its header row (a spanning row of scale names
+    when there are several)."""
+    tex = [*RANK_MACROS, r"\begin{table}[t]", r"\centering", r"\small"]
+    tex.append(r"\begin{tabular}{@{}l" + "c" * (width - 1) + "@{}}")
+    tex.append(r"\toprule")
+    if len(scales) > 1:
+        spans, rules = [], []
+        for i, scale in enumerate(scales):
+            first = 2 + i * len(columns)
+            spans.append(
+                rf"\multicolumn{{{len(columns)}}}{{c}}{{\textbf{{{escape_latex(scale_labels.get(scale, scale))}}}}}"
+            )
+            rules.append(rf"\cmidrule(lr){{{first}-{first + len(columns) - 1}}}")
+        tex.append("& " + " & ".join(spans) + r" \\")
+        tex.append(" ".join(rules))
+    tex.append(
+        r"\textbf{Method} & "
+        + " & ".join(rf"\textbf{{{escape_latex(c)}}}" for _ in scales for c in columns.values())
+        + r" \\"
+    )
+    return tex
+
+
 def score_table(
     cells: pd.DataFrame,
     *,
@@ -153,24 +179,7 @@ def score_table(
     md = ["| " + " | ".join(header + (["Seeds"] if seeds_column else [])) + " |"]
     md.append("|" + "---|" * (len(header) + seeds_column))
     width = 1 + len(scales) * len(columns)
-    tex = [*RANK_MACROS, r"\begin{table}[t]", r"\centering", r"\small"]
-    tex.append(r"\begin{tabular}{@{}l" + "c" * (width - 1) + "@{}}")
-    tex.append(r"\toprule")
-    if several:
-        spans, rules = [], []
-        for i, scale in enumerate(scales):
-            first = 2 + i * len(columns)
-            spans.append(
-                rf"\multicolumn{{{len(columns)}}}{{c}}{{\textbf{{{escape_latex(scale_labels.get(scale, scale))}}}}}"
-            )
-            rules.append(rf"\cmidrule(lr){{{first}-{first + len(columns) - 1}}}")
-        tex.append("& " + " & ".join(spans) + r" \\")
-        tex.append(" ".join(rules))
-    tex.append(
-        r"\textbf{Method} & "
-        + " & ".join(rf"\textbf{{{escape_latex(c)}}}" for _ in scales for c in columns.values())
-        + r" \\"
-    )
+    tex = _latex_head(scales, columns, scale_labels, width)
     for title, members in sections:
         tex.append(r"\midrule")
         if title:
