@@ -1,23 +1,17 @@
 """Shared start-up for rule scripts: make ``src/`` importable and send all output to the rule's log.
 
-Imported first by every script in this folder::
+This checkout's ``src`` goes first on ``sys.path``, so a rule never runs another checkout's
+code. ``setup`` stops a job whose input is not the file its maker wrote and removes the
+provenance records of the job's outputs (again if it fails); ``run`` writes every output's
+record once ``main`` has returned (docs/extending.md shows a script)::
 
     from _bootstrap import run, setup
 
     def main(snakemake):
-        log = setup(snakemake)
-        ...                      # the rule's work: a thin call into src/dashrepro
-        return {"seconds": 1.0}  # optional: recorded as the records' "extra"
+        log = setup(snakemake)   # then the rule's work: a thin call into src/dashrepro
 
     if __name__ == "__main__":
         run(main, snakemake)
-
-This checkout's ``src`` goes first on ``sys.path`` always, so a rule never runs another
-checkout's code (an editable install elsewhere, or a path Snakemake added). ``setup`` removes
-the provenance records of the job's outputs before it runs and again if it fails, so a record
-never outlives a deleted output; ``run`` writes every output's record from the job itself
-(``dashrepro.provenance.job``) once ``main`` has returned; ``setup`` first stops a job whose
-input is not the file the job that made it wrote.
 """
 
 from __future__ import annotations

@@ -1,27 +1,12 @@
 """The registry of table and figure kinds: one module per kind, found by name.
 
 A table or figure of the config (``tables:`` / ``figures:``, id -> ``kind``, ``scale``,
-``methods``, ``options``) is made by the module ``dashrepro.analysis.tables.<kind>`` or
-``dashrepro.analysis.figures.<kind>``. Each kind module declares, at import time and without
-importing matplotlib or torch (Snakemake reads them while it parses the workflow):
-
-- ``NEEDS``: the result sets it reads, from ``INPUT_SETS`` (the workflow turns each into the
-  files of the spec's methods, seeds and checkpoints at its scale, paths by
-  ``dashrepro.layout.Results``, and puts what each file is beside it in the same order in
-  ``context["input_keys"][<set>]``: a run's [method, scale, seed], a checkpoint's [method,
-  scale, seed, step], a base model's scale);
-- ``OPTIONS``: the keys its ``options`` may hold, with their meaning;
-- ``CAPTION``: the report caption (reStructuredText);
-
-and functions: tables ``build(spec, inputs, context) -> cells`` (a DataFrame of
-``tables._render.CELL_COLUMNS``: one record per number, the table's CSV) and ``render(cells,
-spec, context) -> {"md", "tex"}``, optionally ``from_published(published, spec, context) ->
-cells`` (the same table from the paper's published numbers) and ``needs(spec)`` (input sets
-that depend on the options); figures
-``draw(spec, inputs, context) -> (matplotlib Figure, data)`` where ``data`` (JSON) is every
-number the figure shows.
-
-Adding a table or figure: a module in ``tables/`` or ``figures/`` and an entry in the config.
+``methods``, ``options``) is made by ``dashrepro.analysis.tables.<kind>`` or
+``dashrepro.analysis.figures.<kind>``. Each kind module declares, without importing matplotlib
+or torch (Snakemake reads them while it parses): ``NEEDS`` (result sets from ``INPUT_SETS``),
+``OPTIONS``, ``CAPTION``; tables ``build`` and ``render`` (optionally ``from_published`` and
+``needs``), figures ``draw``. The contract in full: docs/extending.md. Adding a table or
+figure: a module in ``tables/`` or ``figures/`` and an entry in the config.
 """
 
 from __future__ import annotations

@@ -1,25 +1,11 @@
 """Layouts: how each family of source datasets maps its columns onto the common schema.
 
-Every loader in ``dashrepro.data.datasets`` produces exactly the columns of ``COLUMNS``::
-
-    id, problem, reference_solution, answer, source
-
-How a source's columns map onto ours is a named *layout* (``LAYOUTS``):
-
-==========================  =============================================  =====================
-layout                      used for                                       id
-==========================  =============================================  =====================
-``opsd_train``              ``siyanzhao/Openthoughts_math_30k_opsd``       ``openthoughts-00000``
-``hf_aime_2024``            ``HuggingFaceH4/aime_2024``                    ``aime2024-<id>``
-``matharena``               ``MathArena/aime_2025``, ``.../hmmt_feb_2025``  ``<name>-<problem_idx>``
-``yentinglin_aime_2025``    ``yentinglin/aime_2025``                       ``aime2025-<id>``
-``local_benchmark``         the offline benchmark files (``*.jsonl``)      the file's ``id``
-==========================  =============================================  =====================
-
-``get_layout(name)`` looks a layout up; ``check_columns(frame, layout, where)`` resolves which
-source column feeds each of ours and raises ``DataError`` naming ``where``, the layout and the
-missing column(s). This module has no command line; it is used through ``load_table`` and the
-loaders (``python -m dashrepro.data.datasets --help``).
+``LAYOUTS`` names one per family (``opsd_train``, ``hf_aime_2024``, ``matharena``,
+``yentinglin_aime_2025``, ``local_benchmark``; the table of sources and ids:
+docs/datasets.md). ``get_layout(name)`` looks a layout up; ``check_columns(frame, layout,
+where)`` resolves which source column feeds each of ours and raises ``DataError`` naming
+``where``, the layout and the missing column(s). Used through ``load_table`` and the loaders
+(``python -m dashrepro.data.datasets --help``).
 """
 
 from __future__ import annotations

@@ -1,23 +1,10 @@
 """Student and privileged-teacher prompts, as in the paper's appendix "Matched OPSD-family prompts".
 
-- Student: the problem alone, rendered with the chat template using ``enable_thinking=True`` and
-  ``add_generation_prompt=True``; no instruction is appended.
-- Privileged teacher: the same network with the adapter disabled, given the problem, the
-  reference solution (final answer included) and the paper's two instruction strings (the
-  reference-analysis instruction and the transition to independent derivation). The strings are
-  protocol values in ``workflow_config.yaml``; ``protocol.teacher_context`` says how they meet:
-
-  - ``literal``: one user message, ``teacher_message_template`` (both strings pasted in);
-  - ``transition_only``: the reference collators' message without an analysis (problem,
-    delimited reference, the transition instruction, the boxed line);
-  - ``reason_first``: the reference collators' ``reason_first`` mode. The teacher is first asked
-    for an analysis of the reference (``REASON_FIRST_TEMPLATE``, the reference-analysis
-    instruction), *generates* one (``training.recipe``), and the raw transition text
-    (``TeacherProtocol.transition_text``) follows the generated tokens inside the same
-    assistant turn; the student's rollout is scored after that.
-
-Both are rendered through ``tokenizer.apply_chat_template``, so the same code serves the real
-Qwen3 tokenizer and the embedded default's tiny one. Use (no command line)::
+The student sees the problem alone (chat template, thinking on, no instruction). The privileged
+teacher -- the same network, adapter disabled -- sees the problem, the reference solution and
+the protocol's two instruction strings, joined as ``protocol.teacher_context`` says
+(``literal``, ``transition_only`` or ``reason_first``: docs/prompts.md). Both go through
+``tokenizer.apply_chat_template``, so the real Qwen3 tokenizer and the tiny one share the code.
 
     protocol = TeacherProtocol.from_config(config["protocol"])
     student = render_student_prompt(tokenizer, problem)

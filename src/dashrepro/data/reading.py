@@ -1,19 +1,11 @@
 """Reading sources: the raw rows of a local file or of a Hugging Face dataset.
 
-``load_table(path_or_id, layout=..., revision=..., split=...)`` returns a ``pandas.DataFrame`` of
-the source's rows in file order, after checking that the layout's columns exist
-(``dashrepro.data.layouts.check_columns``); cleaning is ``dashrepro.data.datasets.normalise``.
-
-- Local files: ``.parquet``, ``.jsonl`` (one JSON object per non-blank line) or ``.json`` (a JSON
-  list of objects). JSON text must be UTF-8: a byte that is not names the file and its 1-based
-  line, as does a JSON Lines line that is not valid JSON or not an object.
-- Hub datasets: an ``owner/name`` id at a pinned revision, read through
-  ``datasets.load_dataset(repo_id, revision=..., split=...)`` when the ``datasets`` package is
-  installed (it is imported only then; without it the read stops with an error naming the id).
-
-A string that names an existing file, or ends in a file suffix, is a local path; an
-``owner/name`` string otherwise is a hub id. This module has no command line of its own; see
-``python -m dashrepro.data.datasets --help``.
+``load_table(path_or_id, layout=..., revision=..., split=...)`` returns a source's rows in file
+order after checking the layout's columns exist; cleaning is ``datasets.normalise``. Local files:
+``.parquet``, ``.jsonl`` or ``.json`` (a list of objects), UTF-8, a bad byte or line named by
+file and line. Hub datasets: ``owner/name`` at a pinned revision, through ``datasets`` when it
+is installed. A string naming an existing file, or ending in a file suffix, is a local path
+(docs/datasets.md).
 """
 
 from __future__ import annotations

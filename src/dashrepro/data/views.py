@@ -1,16 +1,10 @@
-"""The privileged teacher's views: each one user message the teacher is conditioned on.
+r"""The privileged teacher's views: each one user message the teacher is conditioned on.
 
 ``TEACHER_VIEWS`` maps a view name (the ``teacher_views`` an objective of
-``dashrepro.experiment.parameters.OBJECTIVES`` declares) to ``f(problem, solution, answer, protocol) ->
-user message``:
-
-- ``full``: the configured protocol's teacher message (``data.prompts.TeacherProtocol``) around
-  the reference solution -- OPSD, DASH and every other distillation objective, EOPD;
-- ``full_solution``, ``partial_solution``, ``answer_only``: AVSD's three views, ported from
-  duykhuongnguyen/AVSD ``src/avsd/math/privileged_views.py`` (commit 3233099): the solution as
-  it is; its first ``ceil(0.5 n)`` segments (at most n - 1; paragraphs, else list steps, else
-  sentences) after its last ``\\boxed{...}`` is cut, with a notice that it is incomplete; and
-  "Verified final answer: <answer>" -- each in AVSD's own multi-view message, not the protocol.
+``experiment.parameters.OBJECTIVES`` declares) to ``f(problem, solution, answer, protocol) ->
+user message``: ``full`` (the protocol's teacher message: OPSD, DASH, EOPD, ...) and AVSD's
+``full_solution``, ``partial_solution``, ``answer_only``, ported from duykhuongnguyen/AVSD
+(docs/prompts.md).
 
     from dashrepro.data.views import TEACHER_VIEWS
     TEACHER_VIEWS["partial_solution"](problem, solution, answer, protocol)

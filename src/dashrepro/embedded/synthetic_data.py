@@ -1,18 +1,11 @@
-"""Synthetic arithmetic "math" data for the embedded default experiment.
+r"""Synthetic arithmetic "math" data for the embedded default experiment.
 
-Made offline and deterministically from a seed. Rows have the real training set's fields
-(``problem``, ``reference_solution``, ``answer``; the OPSD authors' set calls them ``Question``,
-``solution``, ``Answer``) plus ``id``, ``source`` and ``task``. Three held-out benchmarks of 30
-problems each stand in for AIME 2024 / AIME 2025 / HMMT Feb 2025, in rising difficulty:
-
-- ``add2``: two 2-digit numbers   (one carry at most)
-- ``add3``: two 3-digit numbers   (two carries)
-- ``sum3``: three 2-digit numbers (a carry that can exceed 1)
-
-The reference solution spells out column addition with carries and ends in ``\\boxed{...}`` as a
-real solution would, so a privileged teacher that reads it has something concrete to copy.
-A validation split (``make_validation_split``), drawn from the training tasks but disjoint from
-the training set and the benchmarks, lets a checkpoint be selected on problems never trained on.
+Made offline and deterministically from a seed, with the real training set's fields
+(``problem``, ``reference_solution``, ``answer``) plus ``id``, ``source`` and ``task``. Three
+benchmarks of 30 problems stand in for AIME 2024 / AIME 2025 / HMMT Feb 2025, in rising
+difficulty (``add2``, ``add3``, ``sum3``); each reference solution spells out column addition
+and ends in ``\boxed{...}``; a validation split (``make_validation_split``) lets a checkpoint be
+selected on problems never trained on. The tasks: docs/datasets.md.
 
     python -m dashrepro.embedded.synthetic_data --out synthetic_out   # writes train/benchmark parquet files
 """

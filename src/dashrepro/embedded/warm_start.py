@@ -1,21 +1,12 @@
 """The embedded default's shipped warm start: its SFT'd base model, committed with its recipe.
 
-The warm-start SFT (``embedded/sft.py``) is where the embedded default depends most on the
-machine. CPUs that pick different floating-point kernels start it from initial weights that
-already differ in their last bits (``torch.nn.init.normal_`` is vectorised per instruction set;
-about a third of the tiny model's weights differ between the AVX2 and the scalar path), and 800
-AdamW steps at a high learning rate grow that into another model (``benchmarks/kernel_paths.py``
-measured a base student of 33.00 on one path and 27.67 on the other). Training in float64 does not
-help: transformers computes Qwen3's RMSNorm and rotary tables in float32 whatever the model's
-dtype, and after 100 steps the two paths are no closer than in float32.
-
-So the default's base model ships with the repository, as a released model's pinned commit does
-at the paper's scales: ``warm_start/`` holds the weights, the SFT's loss history and
-``recipe.json``. Rule ``sft_base_model`` reuses them byte for byte (``sft.reuse_shipped``) when a
-run asks for the recipe they were made from: the same architecture and SFT settings, the same
-SFT examples (the sha256 of their token ids, so the training set, tokenizer, protocol and
-teacher views as rendered) and the same SFT code. Any other recipe trains, as before, and the
-log names what differs.
+The warm-start SFT is where the embedded default depends most on the machine (CPUs with other
+floating-point kernels grow other models from it: docs/reproducibility.md), so its result
+ships with the repository, as a released model's pinned commit does at the paper's scales:
+``warm_start/`` holds the weights, the SFT's loss history and ``recipe.json``. Rule
+``sft_base_model`` reuses them byte for byte (``sft.reuse_shipped``) when a run asks for the
+recipe they were made from (architecture, SFT settings, the sha256 of the SFT examples' token
+ids, the SFT code); any other recipe trains, and the log names what differs.
 
     python -m dashrepro.embedded.warm_start results/tiny/base_model/tiny   # ship a trained one
 """

@@ -1,23 +1,10 @@
 """The experiment matrix: which methods exist, and which (method, scale, seed) runs are trained.
 
-The config declares methods three ways, expanded here before validation:
-
-- ``methods``: one entry per configuration (label, aggregation, divergence, params, ...);
-- ``method_grids``: one entry per family, expanded into one method per point of its grid, e.g.
-  ``dash_k{kappa}`` with ``vary: {params.kappa: [1, 2, 10, 20]}`` gives ``dash_k1`` ...
-  ``dash_k20`` (a value's name form writes ``.`` as ``p``: ``0.3`` -> ``0p3``);
-- ``method_defaults``: keys every method takes unless its entry sets them (the paper's
-  ``tau: 0.05`` for all, the embedded default's ``tau: null``).
-
-A scale may be declared as another's variant: ``derive_from: tiny`` takes every key of
-``scales.tiny`` it does not set itself (nested mappings merged key by key) and trains from that
-scale's base model, built once (``base_scale``). The embedded default's ablation schedule is one:
-the same SFT model, a shorter training schedule and a cheaper evaluation.
-
-The runs: ``runs`` groups declare the seeds of (method, scale) pairs (the paper's provenance
-table: OPSD, DASH and every DASH ablation with seeds 0-3, EOPD, AVSD and PW-OPSD with seed 0). A
-pair a table or figure reports on that no group declares runs with the global ``seeds``.
-
+Expanded here before validation: ``method_grids`` (one method per point of a grid, e.g.
+``dash_k{kappa}``), ``method_defaults`` (keys every method takes unless it sets them) and
+scales declared with ``derive_from`` (another scale's keys, and its base model). ``runs``
+groups declare the seeds of (method, scale) pairs; a pair a table or figure reports on that no
+group declares runs with the global ``seeds``. How each is written: docs/configuration.md.
 Torch-free: Snakemake imports this while it parses the workflow.
 
     from dashrepro.experiment.run_matrix import expand_config, run_matrix

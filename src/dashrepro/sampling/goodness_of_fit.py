@@ -1,18 +1,10 @@
 """Does a sampler draw from the model's own distribution? A goodness-of-fit test with power.
 
-Every token a sampler drew is scored against the distribution it should have come from: the
-policy's next-token probabilities (one teacher-forced forward pass over prompt + response),
-divided by the temperature and cut by top-k and top-p as HF's ``TopKLogitsWarper`` and
-``TopPLogitsWarper`` (and vLLM's ``apply_top_k_top_p``) cut them. Its randomized probability
-integral transform, over the vocabulary sorted from most to least likely, is
-
-    u = P(tokens more likely than the drawn one) + V * P(drawn token),   V ~ U(0, 1),
-
-which is exactly U(0, 1), independently for every token, when the sampler is right (the
-sequential draws are a martingale; Brockwell 2007, "Universal residuals"). A sampler that is
-too hot puts u too high (it reaches into the tail), one too cold too low, and a token outside
-the top-k / top-p support has probability 0 there: it fails the test on its own. A
-Kolmogorov-Smirnov test of the u's against U(0, 1) gives the p-value.
+Every drawn token is scored against the distribution it should come from (the policy's
+next-token probabilities, tempered and cut by top-k / top-p as HF and vLLM cut them) by its
+randomized probability integral transform, which is exactly U(0, 1), independently per token,
+when the sampler is right (Brockwell 2007); a Kolmogorov-Smirnov test gives the p-value, and a
+token outside the support fails on its own. The construction: docs/sampling.md.
 
     fit = sampler_fit(sampler, policy, prompts, settings, seed=0, repeats=256)
     assert fit.p_value > alpha and fit.out_of_support == 0

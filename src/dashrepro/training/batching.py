@@ -1,17 +1,11 @@
 """Which training rows a micro-batch reads, and how its tokens are laid out.
 
-Data order. The training set is read in a fresh seeded permutation per epoch, and step ``s``
-consumes examples ``(s - 1) * problems_per_step ...`` of that endless stream, so the rows of a
-micro-batch are a pure function of (seed, step, global micro-batch index): nothing about the
-data position is state, and 2 processes with one micro-batch each read what 1 process reads
-with 2 accumulated micro-batches. ``BatchLayout`` says how a step's rollouts are spread over
-micro-batches and processes; ``rollout_rows`` gives the row of each rollout of one micro-batch
-(GRPO repeats each problem ``group`` times, and a group may span micro-batches).
-
-Token layout. Student and teacher inputs are ``[prompt | response | pad]`` rows
-(``right_pad_concat``); ``response_logits`` picks, for response token ``j`` of row ``b``, the
-logits at position ``prompt_len_b + j - 1``, so student and teacher distributions line up token
-by token although their prompts differ in length.
+The rows of a micro-batch are a pure function of (seed, step, global micro-batch index): a
+seeded permutation per epoch, consumed in order, so 2 processes with one micro-batch each read
+what 1 process reads with 2 accumulated (``BatchLayout``, ``rollout_rows``; GRPO repeats each
+problem ``group`` times). Inputs are ``[prompt | response | pad]`` rows (``right_pad_concat``);
+``response_logits`` lines student and teacher distributions up token by token although their
+prompts differ in length (docs/training.md).
 
     layout = BatchLayout(micro=3, accum=2, world=1)
     rollout_rows(n_rows=40, seed=0, step=1, layout=layout, accumulation_index=1)  # 3 row ids

@@ -1,25 +1,13 @@
 """The loss of one micro-batch of rollouts, per training objective, and the GRPO hybrid term.
 
-Paper: *DASH: divergence-adaptive supervision horizons* (equation labels are the paper's).
-
-- ``distill``: the local signal r_t (``objectives.local_signal``: the clipped forward-KL summand
-  of Eq. ``local_distillation_loss`` / Eq. ``supp_clipped_signal`` by default) aggregated over
-  the rollout by the method's aggregation (``objectives.aggregate``: uniform for OPSD,
-  Eq. ``opsd_loss``; the DASH coefficients c_k of Eq. ``dash_weighted_objective``; ...);
-- ``eopd``: EOPD's per-token objective (``objectives.eopd_token_loss``);
-- ``avsd``: AVSD's sampled-token target mixed from three teacher views
-  (``objectives.avsd_target_logprobs``, ``objectives.avsd_token_loss``);
-- any of them plus eta times a GRPO term over K rollouts per problem when the method has a
-  ``grpo`` entry (appendix ``sec:outcome_optimization``, ``objectives.hybrid_loss``).
-
-``OBJECTIVE_LOSSES`` maps each objective of ``dashrepro.experiment.parameters.OBJECTIVES`` to its
-function ``f(method, student_logits, view_logits, tokens, mask) -> MicroLoss``; ``view_logits``
-holds one teacher-logit tensor per declared teacher view. A new objective needs an entry in
-``parameters.OBJECTIVES``, its function here, and its name in ``OBJECTIVE_LOSSES``
-(``tests/training/test_trainer.py`` checks that the two registries agree).
-
-The math lives in ``dashrepro.objectives`` and is reached through that module's attributes at
-call time, so a benchmark that wraps ``objectives.aggregate`` times exactly what training runs.
+``OBJECTIVE_LOSSES`` maps each objective of ``experiment.parameters.OBJECTIVES`` to its function
+``f(method, student_logits, view_logits, tokens, mask) -> MicroLoss`` (``view_logits``: one
+teacher-logit tensor per teacher view): ``distill`` (the local signal aggregated by the
+method's aggregation), ``eopd``, ``avsd``; a method with a ``grpo`` entry adds eta times a GRPO
+term. A new objective: an entry in ``parameters.OBJECTIVES``, its function here, its name in
+``OBJECTIVE_LOSSES`` (a test checks the two agree). The math is ``dashrepro.objectives``',
+reached at call time, so a benchmark that wraps it times what training runs. The equations:
+docs/objectives.md.
 
     result = method_loss(method, student_logits, view_logits, tokens, mask, advantages)
     result.loss.backward()

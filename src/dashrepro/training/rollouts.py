@@ -1,20 +1,12 @@
 """Student rollouts of one micro-batch, through a sampler backend: HF ``generate`` or vLLM.
 
-The student (base + LoRA adapter) samples one rollout per problem from the problem alone
-(Qwen3 chat template, thinking on), with the run's ``temperature`` / ``top_p`` / ``top_k`` and
-a seed derived from (run seed, step, global micro-batch), so a rollout does not depend on how
-the micro-batches are spread over processes. Backends (``train.rollout_backend``):
-
-- ``hf`` (default, CPU or GPU): ``sampling.hf.sample_responses`` on the live PEFT model;
-- ``vllm``: a colocated vLLM engine; before each micro-batch the current adapter is written to
-  ``<adapter_dir>/rank<r>`` (the trainer's is ``<out_dir>/.resume/rollout-adapter``) and synced
-  into the engine. On a GPU the engine runs in sleep mode and sleeps again after sampling, so
-  that training gets the GPU memory back; vLLM's CPU build has no sleep mode (and no GPU memory
-  to give back), so there the engine stays awake.
-
-A prompt that leaves no room for one response token within ``max_total_length`` is never
-truncated: its micro-batch is skipped (counted in ``skipped_long_prompts``). Each rollout's
-reward is the exact-match grade of its final answer (``grading.reward_exact_match``).
+One rollout per problem from the problem alone, with the run's sampling settings and a seed
+derived from (run seed, step, global micro-batch), so a rollout does not depend on how the
+micro-batches are spread over processes. ``train.rollout_backend``: ``hf`` samples the live
+PEFT model; ``vllm`` a colocated engine, the current adapter synced into it before each
+micro-batch (asleep between samplings on a GPU). A prompt with no room for one response token
+is never truncated: its micro-batch is skipped. Rewards: the exact-match grade of the final
+answer. The details: docs/training.md.
 
     sampler = RolloutSampler(tokenizer, train, lora, base_model, adapter_dir, rank=0)
     share = sampler.share(policy, data, rows=[4, 17, 9], seed=123, timings=timings)

@@ -2,20 +2,10 @@
 
 Per rollout and teacher view (``data.views``), the teacher's context is its user turn in the
 chat template, encoded and cut to ``max_total_length`` tokens from the right, as the reference
-collators tokenize teacher prompts (``truncation=True, max_length=max_length``, the tokenizer's
-default right side). In ``protocol.teacher_context: reason_first`` the ``full`` view's user turn
-asks for an analysis of the reference; the teacher (adapter off) generates one
-(``RolloutSampler.teacher_samples``), and the context is
-
-    [request for the analysis, templated and truncated][generated analysis][transition text]
-
-as siyan-zhao/OPSD ``opsd_trainer.py`` (lines 1338-1357) concatenates it: the transition text
-follows the analysis inside the same assistant turn (after its ``<|im_end|>`` when the analysis
-ended by itself), untemplated, and nothing truncates the concatenation. AVSD's views never
-generate (its trainer refuses ``reason_first`` with several views).
-
-The contexts of the traced rollouts are a run's records (``teacher_contexts.parquet``, one row
-per traced rollout and view: the decoded context and, in ``reason_first``, the analysis).
+collators do. In ``reason_first`` mode the context is the request for an analysis, the
+analysis the teacher (adapter off) generated, and the transition text, concatenated as
+siyan-zhao/OPSD does (docs/prompts.md). The traced rollouts' contexts are a run's records
+(``teacher_contexts.parquet``).
 
     ids = view_prompt_ids(tokenizer, method, protocol, (problem, solution, answer), None, 512)
 """

@@ -1,32 +1,12 @@
 """Figure kind ``method_comparison``: methods' seed-mean Avg@k side by side, with intervals.
 
-The paper's ablation figures, from the same selection records as the tables
-(``tables.method_scores.selection_cells``): ``aggregation_adaptivity`` (the macro-average of
-fixed lambda values and inverse gap beside DASH, OPSD as a reference line),
-``factorial_ablation`` (gains over OPSD, the absolute value annotated on each bar),
-``prop_kappa`` (the macro-average against kappa, a line, DASH's kappa = 5 starred) and
-``distillation_divergence`` (forward KL, JSD and reverse KL per benchmark).
-
-Intervals (``confidence``, default 95 %), computed here from the graded samples of each seed's
-selected checkpoint with the functions the ``statistics`` rule uses (``analysis.statistics``),
-so a method need not be in a scores table and the figure does not read the rule's outputs:
-
-* every plotted value (per benchmark and ``average``) and the reference line: value +- z x the
-  problem-clustered standard error (``statistics.clustered_standard_error``: problems are the
-  clusters, seeds averaged within a problem; with one seed the problems alone), z the normal
-  quantile; drawn as error bars, a band for the line style and for the reference;
-* gains (``relative_to``): the paired bootstrap interval of the difference on the same problems
-  and seeds (``statistics.paired_difference``, BCa, problems resampled within benchmark and,
-  with two or more seeds, seeds; ``n_resamples``, seed 0), as the statistics rule reports it.
-
-The JSON's ``cells`` carry ``se``, ``ci_low`` and ``ci_high`` per cell (and ``gain``,
-``gain_ci_low``, ``gain_ci_high`` with ``relative_to``); ``intervals`` says how they were made.
-
-Options: ``style`` (``bars``, the default, or ``line``), ``x`` (method -> x value, for a
-line, with ``xlabel``), ``relative_to`` (plot gains over this method; the absolute values are
-annotated), ``per_benchmark`` (grouped bars per benchmark and the average), ``highlight``
-(methods starred: the paper's settings), ``reference`` (a method drawn as a dashed line),
-``confidence`` and ``n_resamples`` (as the config's ``statistics:``).
+The paper's ablation figures (``aggregation_adaptivity``, ``factorial_ablation``, ``prop_kappa``,
+``distillation_divergence``), from the same selection records as the tables. Intervals are
+computed here from each seed's selected checkpoint's graded samples with the statistics rule's
+functions (value +- z x the problem-clustered SE; gains: the paired bootstrap), so a method need
+not be in a scores table. Options (``style``, ``x``, ``relative_to``, ``per_benchmark``,
+``highlight``, ``reference``, ``confidence``, ``n_resamples``) and the JSON beside the figure:
+docs/figures.md.
 """
 
 from __future__ import annotations

@@ -1,19 +1,11 @@
-"""What the table kinds share: the cell records, rank shading, and the score-table renderer.
+r"""What the table kinds share: the cell records, rank shading, and the score-table renderer.
 
-Every table kind builds *cells*, one record per number shown (``CELL_COLUMNS``: table, row,
-label, scale, column, value, std, n_seeds, seeds, selected_steps, source), from our results or
-from the paper's published numbers (``config/published/dash_paper.csv``), and one renderer turns
-cells into Markdown and LaTeX, so the published tables and ours are drawn by the same code. The
-CSV of a table is its cells.
-
-Rank shading (the paper's main table): in each (scale, column), the top three *distinct* values
-as displayed (two decimals) get ranks 1, 2, 3, ties sharing a rank, external rows included.
-LaTeX marks them ``\\firstscore{}``, ``\\secondscore{}``, ``\\thirdscore{}`` (defined by the
-table with ``\\providecommand``: bold, underline, italic, so a document may restyle them);
-Markdown marks them ``**x**``, ``<ins>x</ins>``, ``*x*``. A table drawn from the published
-numbers marks exactly the cells the paper marks: its cells carry the printed rank
-(``dash_paper.csv``'s ``rank``), which the renderers use instead of ranking the values (in
-three supplementary tables the paper's bold is not a per-column top three).
+Every table kind builds *cells*, one record per number shown (``CELL_COLUMNS``), from our
+results or from the paper's published numbers, and one renderer turns cells into Markdown and
+LaTeX, so the published tables and ours are drawn by the same code; a table's CSV is its cells.
+Rank shading marks the top three distinct displayed values of each (scale, column)
+(``\firstscore{}`` ... in LaTeX, bold / underline / italic in Markdown); a published table
+carries the paper's printed ranks instead (docs/tables.md).
 """
 
 from __future__ import annotations
