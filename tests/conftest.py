@@ -75,7 +75,7 @@ def expected_jobs(config: dict) -> dict[str, int]:
     from collections import Counter
 
     from dashrepro.experiment.run_matrix import base_scale, run_matrix
-    from dashrepro.training.settings import TrainSettings
+    from dashrepro.settings import TrainSettings
 
     runs = run_matrix(config)
     counts = Counter()

@@ -3,7 +3,7 @@
 Each stage of the Snakemake workflow is a thin call into one subpackage: ``data``,
 ``embedded``, ``objectives``, ``training``, ``sampling``, ``evaluation``, ``grading``,
 ``analysis``, ``provenance``, ``experiment`` (what a config means). The stages import the shared
-cores (``io``, ``layout``, ``adapters``, ``hub``, ``typed_settings``) and earlier stages, never
+cores (``io``, ``layout``, ``adapters``, ``hub``, ``settings``) and earlier stages, never
 each other in a circle (``tests/test_import_graph.py``). What each package holds:
 docs/architecture.md.
 """

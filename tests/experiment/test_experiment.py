@@ -11,7 +11,7 @@ from dashrepro.analysis.registry import INPUT_SETS
 from dashrepro.experiment.config import load_config
 from dashrepro.experiment.run_matrix import spec_scales
 from dashrepro.experiment.workflow import CPU_ENV, GPU_ENV, Experiment
-from dashrepro.training.settings import TrainSettings
+from dashrepro.settings import TrainSettings
 
 
 @pytest.fixture(scope="module")

@@ -37,9 +37,9 @@ from test_trainer_resume import (
     write_run,
 )
 
+from dashrepro.settings import TrainSettings
 from dashrepro.training.distributed import deepspeed_config, launch_command, make_accelerator
 from dashrepro.training.preemption import PREEMPTED_EXIT_CODE
-from dashrepro.training.settings import TrainSettings
 
 PAPER_CONFIG = REPO_ROOT / "config" / "deepspeed" / "zero2_offload.json"
 #: The paper's DeepSpeed setup: ZeRO-2 with optimizer offload, in bf16.

@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from dashrepro.sampling import SamplingSettings
+from dashrepro.settings import LoraSettings, TrainSettings
 from dashrepro.training import rollouts
-from dashrepro.training.settings import LoraSettings, TrainSettings
 
 
 class FakeEngine:

@@ -8,10 +8,10 @@ from conftest import REPO_ROOT
 
 from dashrepro import objectives
 from dashrepro.data.prompts import TeacherProtocol
+from dashrepro.settings import TrainSettings
 from dashrepro.training.batching import response_logits, right_pad_concat
 from dashrepro.training.methods import MethodSpec
 from dashrepro.training.model import load_lora_student
-from dashrepro.training.settings import TrainSettings
 from dashrepro.training.trainer import train_run
 
 LORA = {

@@ -22,8 +22,8 @@ from dashrepro.evaluation.responses import (
     has_reference_solutions,
     make_generation_sampler,
 )
-from dashrepro.evaluation.settings import GenerationSettings, GradingSettings
 from dashrepro.io import read_parquet
+from dashrepro.settings import GenerationSettings, GradingSettings
 
 
 def sample_roles(

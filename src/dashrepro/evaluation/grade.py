@@ -18,8 +18,8 @@ import pandas as pd
 
 from dashrepro.evaluation.responses import RESPONSE_COLUMNS, SAMPLE_COLUMNS
 from dashrepro.evaluation.scoring import summarize_samples
-from dashrepro.evaluation.settings import GradingSettings
 from dashrepro.grading import grade_batch
+from dashrepro.settings import GradingSettings
 
 
 def grade_samples(

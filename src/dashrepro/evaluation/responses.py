@@ -27,7 +27,6 @@ from dashrepro.data.prompts import (
     TeacherProtocol,
     render_student_prompt,
 )
-from dashrepro.evaluation.settings import GenerationSettings
 from dashrepro.heartbeat import heartbeat
 from dashrepro.hub import source_fingerprint
 from dashrepro.io import (
@@ -38,6 +37,7 @@ from dashrepro.io import (
     write_parquet,
 )
 from dashrepro.sampling import SamplingSettings
+from dashrepro.settings import GenerationSettings
 
 RESPONSE_COLUMNS = [
     "checkpoint",

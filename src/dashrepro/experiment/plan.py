@@ -27,7 +27,7 @@ from dashrepro.experiment.run_matrix import (
     run_matrix,
     spec_scales,
 )
-from dashrepro.training.settings import TrainSettings
+from dashrepro.settings import TrainSettings
 
 #: Input sets that need each checkpoint evaluated (generation + grading), and selection.
 EVALUATED = {"selections", "summaries", "samples"}

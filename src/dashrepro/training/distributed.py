@@ -24,7 +24,7 @@ from typing import Any
 
 import torch
 
-from dashrepro.training.settings import TrainSettings
+from dashrepro.settings import TrainSettings
 
 #: ``train.precision``: fp32, or bf16 (DDP: autocast, the base weights in bf16 and LoRA's in
 #: fp32; DeepSpeed: the config's "bf16" section, the module in bf16 and fp32 master weights).

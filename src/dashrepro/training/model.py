@@ -21,7 +21,7 @@ import torch
 from peft import LoraConfig, get_peft_model
 from transformers import AutoModelForCausalLM
 
-from dashrepro.training.settings import LoraSettings, TrainSettings
+from dashrepro.settings import LoraSettings, TrainSettings
 
 
 def resolve_attn_implementation(requested: str) -> str:

@@ -24,8 +24,8 @@ from dashrepro.data.prompts import render_student_prompt
 from dashrepro.grading import reward_exact_match
 from dashrepro.sampling import SamplingSettings
 from dashrepro.sampling.hf import sample_responses
+from dashrepro.settings import LoraSettings, TrainSettings
 from dashrepro.training.batching import encode
-from dashrepro.training.settings import LoraSettings, TrainSettings
 
 
 def cuda_available() -> bool:

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from dashrepro.data.prompts import TeacherProtocol
 from dashrepro.io import write_json
+from dashrepro.settings import LoraSettings, TrainSettings
 from dashrepro.training.methods import MethodSpec
-from dashrepro.training.settings import LoraSettings, TrainSettings
 
 
 @dataclass(frozen=True)

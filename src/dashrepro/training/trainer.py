@@ -24,10 +24,10 @@ import pandas as pd
 import torch
 
 from dashrepro.data.prompts import TeacherProtocol
+from dashrepro.settings import LoraSettings, TrainSettings
 from dashrepro.training.methods import MethodSpec
 from dashrepro.training.recipe import DistillationRecipe
 from dashrepro.training.run_spec import RunSpec
-from dashrepro.training.settings import LoraSettings, TrainSettings
 
 
 def train_run(

@@ -71,8 +71,8 @@ def run_cli(args: Iterable[str] | None = None) -> int:
 def _config_grading(root: Path, files: list[str] | None) -> dict:
     """The grading settings of the experiment's config (a regrade takes them from there, not
     from the records in the results folder, which anyone can edit)."""
-    from dashrepro.evaluation.settings import GradingSettings
     from dashrepro.experiment.config import load_config
+    from dashrepro.settings import GradingSettings
 
     paths = [Path(f) for f in files] if files else [root / "workflow_config.yaml"]
     if not paths[0].is_file():

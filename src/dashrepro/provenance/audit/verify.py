@@ -180,8 +180,8 @@ def _regrade(
     settings, not the samples' own record, which anyone can edit); a record that says the
     samples were graded otherwise is a finding of its own."""
     from dashrepro.evaluation.grade import grade_samples
-    from dashrepro.evaluation.settings import GradingSettings
     from dashrepro.io import read_parquet
+    from dashrepro.settings import GradingSettings
 
     record = output_record(root, samples_path) or {}
     recorded = (record.get("params") or {}).get("grading")

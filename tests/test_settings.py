@@ -1,5 +1,6 @@
-"""The typed training settings: they match the config schema key for key and default for
-default, round-trip through JSON, and name the key a bad mapping gets wrong."""
+"""The typed settings (``dashrepro.settings``): they match the config schema key for key and
+default for default, round-trip through JSON, give the jobs the params the config writes, and
+name the key a bad mapping gets wrong."""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ from conftest import REPO_ROOT
 
 from dashrepro.data.prompts import TeacherProtocol
 from dashrepro.experiment.config import config_schema, load_config
+from dashrepro.sampling import SamplingSettings
+from dashrepro.settings import GenerationSettings, GradingSettings, LoraSettings, TrainSettings
 from dashrepro.training.methods import MethodSpec
 from dashrepro.training.run_spec import RunSpec
-from dashrepro.training.settings import LoraSettings, TrainSettings
 
 #: Every shipped configuration: the embedded default alone and under each overlay.
 CONFIGS = [(), *((p,) for p in sorted((REPO_ROOT / "config/experiments").glob("*.yaml")))]
@@ -89,3 +91,64 @@ def test_a_run_spec_round_trips_through_json(tmp_path, default_config):
     )
     assert isinstance(spec.train, TrainSettings) and isinstance(spec.lora, LoraSettings)
     assert RunSpec.from_json(spec.to_json(tmp_path / "run.json")) == spec
+
+
+def fields_and_defaults(settings) -> tuple[dict, set]:
+    fields = {f.name: f for f in dataclasses.fields(settings)}
+    required = {
+        name
+        for name, f in fields.items()
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    }
+    return fields, required
+
+
+def test_the_evaluation_settings_and_the_schema_declare_the_same_keys_and_defaults():
+    schema = config_schema()["properties"]["evaluation"]
+    generation, generation_required = fields_and_defaults(GenerationSettings)
+    grading, grading_required = fields_and_defaults(GradingSettings)
+    assert not set(generation) & set(grading), "one key, one home"
+    assert set(schema["properties"]) == set(generation) | set(grading)
+    assert set(schema["required"]) == generation_required | grading_required
+    for name, f in {**generation, **grading}.items():
+        assert f.metadata.get("help"), f"{name} has no help text"
+        if name in generation_required | grading_required:
+            assert "default" not in schema["properties"][name], name
+            continue
+        default = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+        assert schema["properties"][name].get("default", "(none)") == default, name
+
+
+@pytest.mark.parametrize("overlays", CONFIGS, ids=lambda o: o[0].stem if o else "default")
+def test_the_job_params_read_back_as_the_configs_evaluation_settings(overlays):
+    evaluation = load_config(REPO_ROOT / "workflow_config.yaml", *overlays)["evaluation"]
+    generation = GenerationSettings.from_config(evaluation)
+    params = GenerationSettings.job_params(evaluation)
+    assert GenerationSettings.from_config(params) == dataclasses.replace(
+        generation, vllm=generation.vllm if generation.backend == "vllm" else {}
+    )
+    assert ("vllm" in params) == (generation.backend == "vllm")
+    assert ("prompt" in params) == ("prompt" in evaluation)
+    grading = GradingSettings.job_params(evaluation)
+    assert GradingSettings.from_config(grading) == GradingSettings.from_config(evaluation)
+    assert list(grading) == [f.name for f in dataclasses.fields(GradingSettings)]
+    assert generation.sampling() == SamplingSettings(
+        evaluation["temperature"], evaluation["top_p"], None, evaluation["max_new_tokens"]
+    )
+
+
+def test_engine_options_reach_only_the_vllm_backend(default_config):
+    evaluation = {**default_config["evaluation"], "vllm": {"dtype": "float32"}}
+    assert GenerationSettings.from_config(evaluation).engine_options() == {}
+    vllm = GenerationSettings.from_config({**evaluation, "backend": "vllm"})
+    assert vllm.engine_options() == {"dtype": "float32"}
+    bare = {k: v for k, v in default_config["evaluation"].items() if k != "vllm"}
+    no_options = GenerationSettings.job_params({**bare, "backend": "vllm"})
+    assert no_options["vllm"] is None  # as the config writes it: no engine options
+    assert GenerationSettings.from_config(no_options).engine_options() == {}
+
+
+def test_a_missing_evaluation_key_is_named(default_config):
+    evaluation = {k: v for k, v in default_config["evaluation"].items() if k != "grading_workers"}
+    with pytest.raises(ValueError, match=r"evaluation: missing key\(s\) grading_workers"):
+        GradingSettings.from_config(evaluation)
