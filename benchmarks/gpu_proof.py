@@ -441,6 +441,9 @@ def stage_deepspeed(args) -> dict:
     import torch
     from safetensors.torch import load_file
 
+    from dashrepro.adapters import ADAPTER_WEIGHTS
+    from dashrepro.layout import TRAIN_METRICS, checkpoint_folder
+
     shape = args.shape
     steps = SHAPES[shape]["deepspeed_steps"]
     root = Path(args.out) / f"deepspeed_{shape}"
@@ -455,16 +458,12 @@ def stage_deepspeed(args) -> dict:
 
     def adapter(spec: Path) -> dict:
         out = Path(json.loads(spec.read_text())["out_dir"])
-        return load_file(out / f"checkpoint-{steps}" / "adapter_model.safetensors")
+        return load_file(out / checkpoint_folder(steps) / ADAPTER_WEIGHTS)
 
     first, second = adapter(whole), adapter(cut)
     differences = [(first[k].float() - second[k].float()).abs().max().item() for k in first]
-    metrics = pd.read_parquet(
-        Path(json.loads(whole.read_text())["out_dir"]) / "train_metrics.parquet"
-    )
-    resumed = pd.read_parquet(
-        Path(json.loads(cut.read_text())["out_dir"]) / "train_metrics.parquet"
-    )
+    metrics = pd.read_parquet(Path(json.loads(whole.read_text())["out_dir"]) / TRAIN_METRICS)
+    resumed = pd.read_parquet(Path(json.loads(cut.read_text())["out_dir"]) / TRAIN_METRICS)
     steady = metrics.iloc[1:] if len(metrics) > 1 else metrics
     phases = ["rollout", "teacher", "student", "optimizer"]
     result = {

@@ -57,6 +57,11 @@ STUDENT_SAMPLES = "student_samples.parquet"
 TEACHER_SAMPLES = "teacher_samples.parquet"
 
 
+def checkpoint_folder(step) -> str:
+    """The name of a run's PEFT checkpoint folder of ``step`` (in ``Results.run``)."""
+    return f"checkpoint-{step}"
+
+
 class Results:
     """Every path under ``results/<experiment>/``: the one place that spells the results layout.
 
@@ -107,7 +112,9 @@ class Results:
         return f"{self.run(method, scale, seed)}/{name}"
 
     def adapter(self, method="{method}", scale="{scale}", seed="{seed}", step="{step}") -> str:
-        return f"{self.run(method, scale, seed)}/checkpoint-{step}/adapter_model.safetensors"
+        return (
+            f"{self.run(method, scale, seed)}/{checkpoint_folder(step)}/adapter_model.safetensors"
+        )
 
     def checkpoint_eval(self, method="{method}", scale="{scale}", seed="{seed}", step="{step}"):
         """The folder of one checkpoint's evaluation (responses, samples, summary)."""

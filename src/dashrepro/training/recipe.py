@@ -31,7 +31,7 @@ from dashrepro.io import (
     read_parquet,
     write_parquet,
 )
-from dashrepro.layout import TEACHER_CONTEXTS, TOKEN_TRACES, TRAIN_METRICS
+from dashrepro.layout import TEACHER_CONTEXTS, TOKEN_TRACES, TRAIN_METRICS, checkpoint_folder
 from dashrepro.sampling import Sample, derive_seed
 from dashrepro.training import state_integrity
 from dashrepro.training.batching import (
@@ -436,7 +436,7 @@ class DistillationRecipe(TrainingStates):
             # The declared checkpoints of earlier steps, in case Snakemake removed them when the
             # killed job was rerun (the states under .resume keep every adapter).
             for step in sorted(self.save_at):
-                checkpoint = self.out_dir / f"checkpoint-{step}"
+                checkpoint = self.out_dir / checkpoint_folder(step)
                 if not (checkpoint / ADAPTER_WEIGHTS).exists():
                     export_adapter(state_integrity.state_dir(self.resume_root, step), checkpoint)
             if self.traces:

@@ -17,7 +17,7 @@ import pandas as pd
 
 from dashrepro.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from dashrepro.io import atomic_dir, read_parquet, write_parquet
-from dashrepro.layout import TEACHER_CONTEXTS, TOKEN_TRACES, TRAIN_METRICS
+from dashrepro.layout import TEACHER_CONTEXTS, TOKEN_TRACES, TRAIN_METRICS, checkpoint_folder
 from dashrepro.training import checkpointing, state_choice, state_integrity
 
 #: Folder (in ``out_dir``) of the kept training states and scratch files; not a Snakemake output.
@@ -128,7 +128,7 @@ class TrainingStates:
         if step in self.save_at and accelerator.is_main_process:
             export_adapter(
                 state_integrity.state_dir(self.resume_root, step),
-                self.out_dir / f"checkpoint-{step}",
+                self.out_dir / checkpoint_folder(step),
             )
 
     def _write_state(self, step: int) -> None:
