@@ -68,6 +68,14 @@ def test_a_bad_mapping_names_the_key():
         LoraSettings.from_config({"r": 8, "target_modules": ["q_proj"]})
 
 
+def test_the_lora_alpha_stays_as_written(default_config):
+    """peft writes it into every adapter_config.json: 16 stays 16, not 16.0."""
+    lora = default_config["scales"]["tiny"]["lora"]
+    assert type(lora["alpha"]) is int
+    assert type(LoraSettings.from_config(lora).alpha) is int
+    assert LoraSettings.from_config({**lora, "alpha": 16.5}).alpha == 16.5
+
+
 def test_a_float_written_as_an_integer_is_a_float(default_config):
     train = {**default_config["scales"]["tiny"]["train"], "temperature": 1, "lr": 1}
     settings = TrainSettings.from_config(train)

@@ -136,7 +136,8 @@ class LoraSettings:
     optimization")."""
 
     r: int = help_field("Rank of the LoRA update.")
-    alpha: float = help_field("LoRA scaling numerator (the update is scaled by alpha / r).")
+    # As written (no float coercion): peft records it in each checkpoint's adapter_config.json.
+    alpha: int | float = help_field("LoRA scaling numerator (the update is scaled by alpha / r).")
     dropout: float = help_field("Dropout on the adapter's input, seeded per micro-batch.")
     target_modules: tuple[str, ...] = help_field("The projections that carry an adapter.")
 
