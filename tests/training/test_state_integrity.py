@@ -485,7 +485,7 @@ def test_the_trainer_resumes_from_the_state_before_a_damaged_one(
     run = write_run(tmp_path / "run.json", tiny_setup, default_config, out, **budget)
     rc = start_and_interrupt(run, out, 2, lambda p: p.send_signal(signal.SIGKILL))
     assert rc == -signal.SIGKILL
-    newest = state_choice.latest_complete_checkpoint(out / ".resume")
+    newest = state_dir(out / ".resume", state_choice.newest_complete_steps(out / ".resume", 1)[0])
     previous = int(newest.name.split("-")[1]) - 1
     assert previous >= 1 and (state_dir(out / ".resume", previous) / "optimizer.pt").is_file()
     flip_one_bit(newest / "adapter_model.safetensors")
