@@ -384,7 +384,7 @@ def deepspeed_recipe(tmp_path, monkeypatch) -> DistillationRecipe:
     recipe.policy, recipe.optimizer_state, recipe.scheduler = model, optimizer, scheduler
     recipe.layout = SimpleNamespace(micros_per_step=1, micro=2)
     recipe.seed, recipe.run_config = 3, RUN_CONFIG
-    monkeypatch.setattr("dashrepro.training.recipe.write_parquet", lambda *args, **kw: None)
+    monkeypatch.setattr("dashrepro.training.run_states.write_parquet", lambda *args, **kw: None)
     return recipe
 
 
