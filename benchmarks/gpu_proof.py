@@ -924,6 +924,9 @@ def main(argv=None) -> int:
     parser.add_argument("--deadline-s", type=float, default=None,
                         help="skip the stages left after this many seconds (and cut the one "
                         "running), so that a leased machine's run ends with its summary")  # fmt: skip
+    parser.add_argument("--limit-factor", type=float, default=1.0,
+                        help="multiply each stage's time limit (STAGE_LIMITS, set for a GPU) by "
+                        "this: the CPU twin on a shared machine")  # fmt: skip
     parser.add_argument(
         "--config-json", default=None, help="the merged paper config that --write-config saved"
     )
@@ -986,7 +989,7 @@ def main(argv=None) -> int:
 
     def run_in_order(stages: list[str], beside: list[str]) -> None:
         for stage in stages:
-            limit = float(STAGE_LIMITS[stage])
+            limit = float(STAGE_LIMITS[stage]) * args.limit_factor
             if args.deadline_s is not None:
                 left = args.deadline_s - (time.perf_counter() - started)
                 if left < 10:

@@ -24,7 +24,24 @@ RUN_LAST = "test_slurm_cluster.py"
 
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=lambda item: item.path.name == RUN_LAST)  # stable: the rest keep their order
+    # Stable: the rest keep their order. Background tests wait for work started at collection's
+    # end, so they go after everything else, which runs meanwhile.
+    items.sort(key=lambda item: (bool(item.get_closest_marker("background")),
+                                 item.path.name == RUN_LAST))  # fmt: skip
+
+
+def pytest_collection_finish(session):
+    """Starts each selected background test's work (its module's ``start_in_background``)."""
+    if session.config.option.collectonly:
+        return
+    for module in {item.module for item in session.items if item.get_closest_marker("background")}:
+        module.start_in_background()
+
+
+def pytest_sessionfinish(session):
+    items = getattr(session, "items", [])  # none where collection failed
+    for module in {item.module for item in items if item.get_closest_marker("background")}:
+        module.stop_background()
 
 
 @pytest.fixture(scope="session")
