@@ -178,7 +178,7 @@ from dashrepro.data.prompts import TeacherProtocol
 from dashrepro.embedded.sft import build_sft_examples, run_sft
 from dashrepro.embedded.tiny_model import build_tiny_qwen3
 from dashrepro.io import read_parquet
-from dashrepro.experiment.parameters import teacher_views_of
+from dashrepro.objectives.registry import teacher_views_of
 torch.set_num_threads({threads})
 config = load_config({config!r})
 scale = config["scales"]["tiny"]

@@ -177,30 +177,6 @@ def test_lengths_that_cannot_fit_are_stopped(default_config, change, key):
         validate_config(config, source="test.yaml")
 
 
-def test_every_declared_parameter_is_an_aggregation_argument():
-    """The registry config validation reads is the one ``objectives.aggregate`` takes."""
-    from dashrepro import objectives
-    from dashrepro.experiment.parameters import AGGREGATION_SPECS
-
-    assert set(AGGREGATION_SPECS) == set(objectives.AGGREGATIONS)
-    for name, declared in AGGREGATION_SPECS.items():
-        assert set(declared.params) == objectives.aggregation_param_names(name), name
-    import torch
-
-    with pytest.raises(ValueError, match=r"kappa -5.0 is out of range \(kappa >= 0"):
-        objectives.aggregate("dash", torch.zeros(1, 3), torch.ones(1, 3), kappa=-5.0)
-    # What an entry says it reads is what its function reads: the trainer passes the teacher's
-    # entropy exactly to the aggregations whose entry needs it (MethodSpec.needs_teacher_entropy).
-    required = {"fixed_lambda": {"lam": 0.5}}
-    for name, declared in AGGREGATION_SPECS.items():
-        args, kwargs = (name, torch.rand(2, 4), torch.ones(2, 4)), required.get(name, {})
-        if declared.needs_teacher_entropy:
-            with pytest.raises(ValueError, match="needs teacher_entropy"):
-                objectives.aggregate(*args, **kwargs)
-        else:
-            objectives.aggregate(*args, **kwargs)
-
-
 def _snakemake_dry_run(repo_root, tmp_path, overlay: dict):
     import subprocess
     import sys
@@ -467,14 +443,13 @@ def test_vllm_backend_problems_name_the_keys_of_the_jobs_about_to_run(default_co
 
 def test_a_methods_training_keys_are_declared_once(repo_root):
     """The schema's method entry, MethodSpec and the trainer's resume fingerprint all hold
-    exactly ``parameters.METHOD_TRAINING_KEYS`` (with the label, the name): a key added to
+    exactly ``training.methods.METHOD_TRAINING_KEYS`` (with the label, the name): a key added to
     one and not the others would train, resume or rerun under a config that does not say so."""
     import dataclasses
 
     import yaml
 
-    from dashrepro.experiment.parameters import METHOD_TRAINING_KEYS
-    from dashrepro.training.methods import MethodSpec
+    from dashrepro.training.methods import METHOD_TRAINING_KEYS, MethodSpec
 
     schema = yaml.safe_load((repo_root / "src/dashrepro/experiment/config_schema.yaml").read_text())
     entry = schema["properties"]["methods"]["additionalProperties"]["properties"]

@@ -296,7 +296,7 @@ def test_two_processes_read_what_one_process_accumulating_reads():
 
 def test_every_objective_has_a_loss_and_every_teacher_view_a_text():
     from dashrepro.data.views import TEACHER_VIEWS
-    from dashrepro.experiment.parameters import OBJECTIVES
+    from dashrepro.objectives.registry import OBJECTIVES
     from dashrepro.training.losses import OBJECTIVE_LOSSES
 
     assert set(OBJECTIVE_LOSSES) == set(OBJECTIVES)

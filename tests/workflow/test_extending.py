@@ -61,14 +61,14 @@ def test_the_readme_names_exactly_the_files_the_extension_changes(extended):
     overlay = "config/experiments/my_extension.yaml"
     assert set(changed) == {
         "src/dashrepro/objectives/aggregations.py",
-        "src/dashrepro/experiment/parameters.py",
+        "src/dashrepro/objectives/registry.py",
         overlay,
     }
     aggregation = bullet_files(section, "Add an aggregation")
     # The bullet names the two source files by path; the third is the user's overlay.
     assert {
         "src/dashrepro/objectives/aggregations.py",
-        "src/dashrepro/experiment/parameters.py",
+        "src/dashrepro/objectives/registry.py",
     } <= {f"src/dashrepro/{name}" if not name.startswith("src/") else name for name in aggregation}
     assert "(3 files)" in section.split("- **Add an aggregation**", 1)[1][:20]
     assert "(1 file)" in section.split("- **Add a table of an existing kind**", 1)[1][:20]

@@ -1,7 +1,7 @@
 r"""The privileged teacher's views: each one user message the teacher is conditioned on.
 
 ``TEACHER_VIEWS`` maps a view name (the ``teacher_views`` an objective of
-``experiment.parameters.OBJECTIVES`` declares) to ``f(problem, solution, answer, protocol) ->
+``objectives.registry.OBJECTIVES`` declares) to ``f(problem, solution, answer, protocol) ->
 user message``: ``full`` (the protocol's teacher message: OPSD, DASH, EOPD, ...) and AVSD's
 ``full_solution``, ``partial_solution``, ``answer_only``, ported from duykhuongnguyen/AVSD
 (docs/prompts.md).

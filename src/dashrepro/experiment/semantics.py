@@ -13,7 +13,6 @@ import math
 from collections.abc import Mapping
 
 from dashrepro.analysis.registry import spec_problems
-from dashrepro.experiment.parameters import AGGREGATION_SPECS, DIVERGENCES, OBJECTIVES, check_params
 from dashrepro.experiment.run_matrix import (
     GROUPS,
     base_scale,
@@ -23,6 +22,7 @@ from dashrepro.experiment.run_matrix import (
     spec_scales,
 )
 from dashrepro.layout import experiment_name_problem, resolve_repo_path
+from dashrepro.objectives.registry import AGGREGATION_SPECS, DIVERGENCES, OBJECTIVES, check_params
 from dashrepro.settings import GenerationSettings, GradingSettings, TrainSettings
 
 #: The name the validation split (``data.validation``) is evaluated under, beside the benchmarks.

@@ -19,7 +19,6 @@ from itertools import product
 
 from dashrepro.analysis.registry import SCORE_KINDS, kind_module, kind_needs
 from dashrepro.analysis.tables import published_layout, published_table_specs
-from dashrepro.experiment.parameters import METHOD_TRAINING_KEYS, teacher_views_of
 from dashrepro.experiment.run_matrix import (
     GROUPS,
     base_scale,
@@ -40,7 +39,9 @@ from dashrepro.layout import (
     Results,
     resolve_repo_path,
 )
+from dashrepro.objectives.registry import teacher_views_of
 from dashrepro.settings import GenerationSettings, GradingSettings, TrainSettings
+from dashrepro.training.methods import METHOD_TRAINING_KEYS
 
 CPU_ENV = "../envs/cpu.yaml"
 GPU_ENV = "../envs/gpu.yaml"

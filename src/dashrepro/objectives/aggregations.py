@@ -12,13 +12,12 @@ Not in the paper, so stated here: Soft-OR is named in the paper without a formul
 implemented as the standard soft-OR ``1 - (1 - g_H)(1 - g_r)``; PW-OPSD follows its public code
 (SaFo-Lab/PW-OPSD). Aggregations require each rollout's real tokens to be one contiguous run
 (right or left padding; holes raise ``ValueError``); rollouts with no real token are left out
-of the batch mean. Parameter ranges are the ones ``dashrepro.experiment.parameters`` declares.
+of the batch mean. Each aggregation's parameters, their ranges and defaults are declared once,
+in ``objectives.registry.AGGREGATION_SPECS``; ``aggregate`` applies them.
 """
 
 from __future__ import annotations
 
-import inspect
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,8 +25,8 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from dashrepro.experiment.parameters import AGGREGATION_SPECS
 from dashrepro.objectives.masks import _as_bool_mask, _check_rollout_mask, masked_mean
+from dashrepro.objectives.registry import AGGREGATION_SPECS
 
 # ----------------------------------------------------------------------------------------------
 # Gates, coefficients and horizons (appendix "Aggregation Coefficients and Supervision Horizons")
@@ -129,13 +128,6 @@ class Aggregation:
     diagnostics: dict[str, float] = field(default_factory=dict)
 
 
-def _check_kappa(kappa: float) -> float:
-    kappa = float(kappa)
-    if not math.isfinite(kappa) or kappa < 0:
-        raise ValueError(f"kappa must be a finite non-negative float, got {kappa!r}")
-    return kappa
-
-
 def _uniform(mask: Tensor) -> Tensor:
     return mask.float()
 
@@ -145,35 +137,32 @@ def _agg_opsd(r, mask, *, teacher_entropy=None):
     return _uniform(mask), None
 
 
-def _agg_dash(r, mask, *, teacher_entropy=None, kappa=5.0):
+def _agg_dash(r, mask, *, teacher_entropy=None, kappa):
     """Eq. ``dash_weighted_objective`` with ``lambda_t = sg[sigmoid(-kappa (r_t - bar r))]``."""
-    gates = gates_from_gap(r, mask, _check_kappa(kappa), sign=-1.0)
+    gates = gates_from_gap(r, mask, kappa, sign=-1.0)
     return coefficients_from_gates(gates, mask), gates
 
 
 def _agg_fixed_lambda(r, mask, *, teacher_entropy=None, lam):
     """Same recursion with one constant gate ``lambda`` (``lam = 0`` is OPSD)."""
-    lam = float(lam)
-    if not 0.0 <= lam <= 1.0:
-        raise ValueError(f"fixed_lambda: lam must lie in [0, 1], got {lam!r}")
     gates = torch.where(mask, torch.full(mask.shape, lam, device=r.device), 0.0)
     return coefficients_from_gates(gates, mask), gates
 
 
-def _agg_inverse_gap(r, mask, *, teacher_entropy=None, kappa=5.0):
+def _agg_inverse_gap(r, mask, *, teacher_entropy=None, kappa):
     """Eq. ``inverse_gap_control`` (right): ``lambda_t = sg[sigmoid(+kappa (r_t - bar r))]``."""
-    gates = gates_from_gap(r, mask, _check_kappa(kappa), sign=+1.0)
+    gates = gates_from_gap(r, mask, kappa, sign=+1.0)
     return coefficients_from_gates(gates, mask), gates
 
 
-def _agg_normalized_dash(r, mask, *, teacher_entropy=None, kappa=5.0):
+def _agg_normalized_dash(r, mask, *, teacher_entropy=None, kappa):
     """DASH's coefficient profile rescaled to per-rollout mean 1 (the OPSD scale)."""
     c, gates = _agg_dash(r, mask, kappa=kappa)
     mean_c = masked_mean(c, mask, dim=1, keepdim=True).clamp(min=1e-12)
     return torch.where(mask, c / mean_c, torch.zeros_like(c)), gates
 
 
-def _agg_scale_matched_opsd(r, mask, *, teacher_entropy=None, kappa=5.0):
+def _agg_scale_matched_opsd(r, mask, *, teacher_entropy=None, kappa):
     """Uniform coefficients equal to DASH's mean coefficient on the same rollout."""
     c, _ = _agg_dash(r, mask, kappa=kappa)
     mean_c = masked_mean(c, mask, dim=1, keepdim=True)
@@ -189,32 +178,28 @@ def _entropy_gates(teacher_entropy, mask, kappa, method):
             f"expected {tuple(mask.shape)}"
         )
     # Same sign convention as DASH: above-average entropy closes the boundary.
-    return gates_from_gap(teacher_entropy, mask, _check_kappa(kappa), sign=-1.0)
+    return gates_from_gap(teacher_entropy, mask, kappa, sign=-1.0)
 
 
-def _agg_entropy_gate(r, mask, *, teacher_entropy=None, kappa=5.0):
+def _agg_entropy_gate(r, mask, *, teacher_entropy=None, kappa):
     """Gate input is the teacher-entropy gap ``H_t - mean H``: ``sg[sigmoid(-kappa gap)]``."""
     gates = _entropy_gates(teacher_entropy, mask, kappa, "entropy_gate")
     return coefficients_from_gates(gates, mask), gates
 
 
-def _agg_soft_or(r, mask, *, teacher_entropy=None, kappa=5.0):
+def _agg_soft_or(r, mask, *, teacher_entropy=None, kappa):
     """Soft-OR of the entropy gate and DASH's gap gate: ``1 - (1 - g_H)(1 - g_r)``.
 
     The paper names Soft-OR without a formula; this is the standard probabilistic OR.
     """
     g_h = _entropy_gates(teacher_entropy, mask, kappa, "soft_or")
-    g_r = gates_from_gap(r, mask, _check_kappa(kappa), sign=-1.0)
+    g_r = gates_from_gap(r, mask, kappa, sign=-1.0)
     gates = torch.where(mask, 1.0 - (1.0 - g_h) * (1.0 - g_r), torch.zeros_like(g_h))
     return coefficients_from_gates(gates, mask), gates
 
 
-def _agg_pw_opsd(
-    r, mask, *, teacher_entropy=None, position_w_min=0.25, position_tau=0.30, position_s=0.10
-):
+def _agg_pw_opsd(r, mask, *, teacher_entropy=None, position_w_min, position_tau, position_s):
     """PW-OPSD: the OPSD signal times a fixed position weight (see :func:`position_weights`)."""
-    if float(position_s) <= 0:
-        raise ValueError(f"pw_opsd: position_s must be positive, got {position_s!r}")
     return position_weights(mask, position_w_min, position_tau, position_s), None
 
 
@@ -242,18 +227,32 @@ def _lookup(method: str) -> AggregationFn:
         ) from None
 
 
-def _keyword_params(method: str) -> dict[str, inspect.Parameter]:
-    sig = inspect.signature(_lookup(method))
-    return {
-        name: p
-        for name, p in sig.parameters.items()
-        if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "teacher_entropy"
-    }
-
-
 def aggregation_param_names(method: str) -> set[str]:
     """Hyper-parameter names ``aggregate(method, ...)`` accepts (``teacher_entropy`` excluded)."""
-    return set(_keyword_params(method))
+    _lookup(method)
+    return set(AGGREGATION_SPECS[method].params)
+
+
+def _resolved_params(method: str, params: dict) -> dict[str, float]:
+    """``params`` checked against the method's declaration (names, ranges), with the declared
+    defaults filled in; numbers as floats."""
+    declared = AGGREGATION_SPECS[method].params
+    for key in params:
+        if key not in declared:
+            raise ValueError(
+                f"aggregation {method!r} does not take parameter {key!r} "
+                f"(accepted: {', '.join(sorted(declared)) or 'none'})"
+            )
+    resolved = {}
+    for key, param in declared.items():
+        if key not in params and param.default is None:
+            raise ValueError(f"aggregation {method!r} requires parameter {key!r}")
+        value = params.get(key, param.default)
+        why = param.problem(value)
+        if why:
+            raise ValueError(f"aggregation {method!r}: {key} {why} ({param.describe(key)})")
+        resolved[key] = float(value) if param.kind == "number" else int(value)
+    return resolved
 
 
 def _diagnostics(r: Tensor, mask: Tensor, c: Tensor, gates: Tensor | None) -> dict[str, float]:
@@ -295,22 +294,7 @@ def aggregate(
     ``ValueError``.
     """
     fn = _lookup(method)
-    accepted = _keyword_params(method)
-    for key in params:
-        if key not in accepted:
-            raise ValueError(
-                f"aggregation {method!r} does not take parameter {key!r} "
-                f"(accepted: {', '.join(sorted(accepted)) or 'none'})"
-            )
-    for key, p in accepted.items():
-        if p.default is inspect.Parameter.empty and key not in params:
-            raise ValueError(f"aggregation {method!r} requires parameter {key!r}")
-    # The ranges config validation checks before any job starts (dashrepro.experiment.parameters).
-    for key, value in params.items():
-        declared = AGGREGATION_SPECS[method].params[key]
-        why = declared.problem(value)
-        if why:
-            raise ValueError(f"aggregation {method!r}: {key} {why} ({declared.describe(key)})")
+    params = _resolved_params(method, params)
     if r.dim() != 2:
         raise ValueError(f"r must be [B, T], got {tuple(r.shape)}")
     mask = _check_rollout_mask(_as_bool_mask(mask, r.shape))

@@ -15,9 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from dashrepro.experiment.parameters import (
-    DIVERGENCES,
-)  # the one list of names (config reads it too)
+from dashrepro.objectives.registry import DIVERGENCES  # config validation reads it too
 
 _LOG2 = math.log(2.0)
 

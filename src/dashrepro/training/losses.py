@@ -1,10 +1,10 @@
 """The loss of one micro-batch of rollouts, per training objective, and the GRPO hybrid term.
 
-``OBJECTIVE_LOSSES`` maps each objective of ``experiment.parameters.OBJECTIVES`` to its function
+``OBJECTIVE_LOSSES`` maps each objective of ``objectives.registry.OBJECTIVES`` to its function
 ``f(method, student_logits, view_logits, tokens, mask) -> MicroLoss`` (``view_logits``: one
 teacher-logit tensor per teacher view): ``distill`` (the local signal aggregated by the
 method's aggregation), ``eopd``, ``avsd``; a method with a ``grpo`` entry adds eta times a GRPO
-term. A new objective: an entry in ``parameters.OBJECTIVES``, its function here, its name in
+term. A new objective: an entry in ``registry.OBJECTIVES``, its function here, its name in
 ``OBJECTIVE_LOSSES`` (a test checks the two agree). The math is ``dashrepro.objectives``',
 reached at call time, so a benchmark that wraps it times what training runs. The equations:
 docs/objectives.md.
@@ -112,7 +112,7 @@ ObjectiveLoss = Callable[
     [MethodSpec, torch.Tensor, Sequence[torch.Tensor], torch.Tensor, torch.Tensor], MicroLoss
 ]
 
-#: The per-micro-batch loss of each objective of ``parameters.OBJECTIVES``.
+#: The per-micro-batch loss of each objective of ``registry.OBJECTIVES``.
 OBJECTIVE_LOSSES: dict[str, ObjectiveLoss] = {
     "distill": distill_loss,
     "eopd": eopd_loss,

@@ -1,7 +1,7 @@
 """Training methods: ``MethodSpec`` (one ``methods.<m>`` entry of ``workflow_config.yaml``) and
 the privileged teacher's views.
 
-A method names a training objective of ``dashrepro.experiment.parameters.OBJECTIVES`` (``distill``,
+A method names a training objective of ``dashrepro.objectives.registry.OBJECTIVES`` (``distill``,
 ``eopd``, ``avsd``); the objective declares its parameters and the *teacher views* it scores,
 each view one reference text the privileged teacher is conditioned on (one forward pass each).
 ``teacher_messages`` builds the teacher's user message of each view (``data.views``: the
@@ -20,11 +20,22 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from dashrepro.experiment.parameters import (
-    AGGREGATION_SPECS,
-    METHOD_TRAINING_KEYS,
-    OBJECTIVES,
-    check_params,
+from dashrepro.objectives.registry import AGGREGATION_SPECS, OBJECTIVES, check_params
+
+#: The keys of a ``methods:`` entry that decide what is trained (all but its display ``label``),
+#: in one fixed order: the train rule's params (Snakemake compares them by their repr, so a
+#: default filled in or a grid-made entry must not reorder them), ``MethodSpec``
+#: and the run's resume fingerprint (``training.run_spec.run_fingerprint_config``) read this list,
+#: and a test holds the config schema's method properties to it.
+METHOD_TRAINING_KEYS = (
+    "objective",
+    "objective_params",
+    "aggregation",
+    "divergence",
+    "tau",
+    "top_k",
+    "params",
+    "grpo",
 )
 
 
@@ -38,14 +49,14 @@ class MethodSpec:
     tau: float | None
     top_k: int | None = None
     params: Mapping = field(default_factory=dict)
-    objective: str = "distill"  # a key of parameters.OBJECTIVES
+    objective: str = "distill"  # a key of registry.OBJECTIVES
     objective_params: Mapping = field(default_factory=dict)
     grpo: Mapping | None = None  # {eta, group_size, aggregate, gamma, lam}
 
     @classmethod
     def from_config(cls, name: str, spec: Mapping) -> MethodSpec:
         """The method of config entry ``methods.<name>``; its objective and the objective's
-        parameters are checked against ``parameters.OBJECTIVES``."""
+        parameters are checked against ``registry.OBJECTIVES``."""
         objective = spec.get("objective", "distill")
         if objective not in OBJECTIVES:
             raise ValueError(
@@ -73,7 +84,7 @@ class MethodSpec:
         )
 
     def training_config(self) -> dict:
-        """Every training key of the method (``parameters.METHOD_TRAINING_KEYS``), as plain
+        """Every training key of the method (``METHOD_TRAINING_KEYS``), as plain
         values: what a resumed state must have been trained under."""
         values = {key: getattr(self, key) for key in METHOD_TRAINING_KEYS}
         for key in ("params", "objective_params"):

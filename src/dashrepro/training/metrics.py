@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import torch
 
-from dashrepro.experiment.parameters import OBJECTIVES
+from dashrepro.objectives.registry import OBJECTIVES
 
 #: AVSD's teacher views, whose advantages the step rows carry.
 AVSD_VIEWS = OBJECTIVES["avsd"].teacher_views

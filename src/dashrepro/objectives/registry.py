@@ -1,15 +1,14 @@
-"""The registries of aggregations and training objectives: their hyper-parameters with valid
-ranges, what each aggregation reads besides r_t, and each objective's teacher views.
+"""What each aggregation, divergence and training objective declares: names, parameters with
+their ranges and defaults, teacher views. Torch-free, so that config validation at Snakemake's
+parse reads the same declarations the loss math uses.
 
-One declaration serves both places that need it: ``objectives`` checks a call's parameters
-against it, and config validation (``dashrepro.experiment.config``) checks every method's
-``params`` and ``objective_params`` against it before Snakemake starts any job -- so ``kappa: -5`` stops
-``snakemake -n`` naming the key and the allowed range instead of killing a training job.
-Torch-free, so that Snakemake's parse of the workflow imports no model library.
+A parameter is declared once, here: ``objectives.aggregate`` fills in its default and checks its
+range by this entry, and config validation (``dashrepro.experiment.semantics``) checks every
+method's ``params`` and ``objective_params`` against it before any job starts.
 
-    from dashrepro.experiment.parameters import AGGREGATION_SPECS, check_params
+    from dashrepro.objectives.registry import AGGREGATION_SPECS, check_params
     check_params(AGGREGATION_SPECS["dash"].params, {"kappa": -5.0}, where="methods.dash.params")
-    # -> ["methods.dash.params.kappa: -5.0 is out of range (kappa >= 0)"]
+    # -> ["methods.dash.params.kappa: -5.0 is out of range (kappa >= 0, a finite number)"]
 """
 
 from __future__ import annotations
@@ -22,9 +21,12 @@ from typing import Any
 
 @dataclass(frozen=True)
 class Param:
-    """One parameter: its type (``number`` or ``integer``), bounds, and whether it must be given.
+    """One parameter: its type (``number`` or ``integer``), bounds, and its default or that it
+    must be given.
 
     ``minimum``/``maximum`` are inclusive; ``exclusive_minimum`` makes the lower bound strict.
+    ``default`` is the one value used where a method leaves the parameter out (None: no
+    default, so a method must give it, or the parameter is ``required``).
     """
 
     kind: str = "number"
@@ -32,6 +34,7 @@ class Param:
     maximum: float | None = None
     exclusive_minimum: bool = False
     required: bool = False
+    default: float | None = None
     meaning: str = ""
 
     def describe(self, name: str) -> str:
@@ -65,33 +68,19 @@ class Param:
         return None
 
 
-#: The keys of a ``methods:`` entry that decide what is trained (all but its display ``label``),
-#: in one fixed order: the train rule's params (Snakemake compares them by their repr, so a
-#: default filled in or a grid-made entry must not reorder them), ``training.methods.MethodSpec``
-#: and the run's resume fingerprint (``training.run_spec.run_fingerprint_config``) read this list,
-#: and a test holds the config schema's method properties to it.
-METHOD_TRAINING_KEYS = (
-    "objective",
-    "objective_params",
-    "aggregation",
-    "divergence",
-    "tau",
-    "top_k",
-    "params",
-    "grpo",
-)
-
 #: The local divergences of the signal r_t (``methods.<m>.divergence``; objectives.divergences).
 DIVERGENCES = ("forward_kl", "reverse_kl", "jsd")
 
-_KAPPA = Param(minimum=0.0, meaning="gate sharpness of the sigmoid(-kappa x gap) gate")
+#: DASH's propagation sensitivity, shared by every gap-gated aggregation (paper: kappa = 5).
+_KAPPA = Param(minimum=0.0, default=5.0, meaning="gate sharpness of the sigmoid(-kappa x gap) gate")
 
 
 @dataclass(frozen=True)
 class AggregationSpec:
     """What an aggregation of ``objectives.AGGREGATIONS`` declares, in its one entry here: its
-    parameters (the function's keyword arguments, with their ranges) and whether it reads the
-    teacher's per-token entropy (the trainer computes it and passes ``teacher_entropy``)."""
+    parameters (the function's keyword arguments, with their ranges and defaults) and whether it
+    reads the teacher's per-token entropy (the trainer computes it and passes
+    ``teacher_entropy``)."""
 
     params: dict[str, Param]
     needs_teacher_entropy: bool = False
@@ -111,9 +100,16 @@ AGGREGATION_SPECS: dict[str, AggregationSpec] = {
     "soft_or": AggregationSpec(params={"kappa": _KAPPA}, needs_teacher_entropy=True),
     "pw_opsd": AggregationSpec(
         params={
-            "position_w_min": Param(minimum=0.0, maximum=1.0, meaning="weight of the first token"),
-            "position_tau": Param(minimum=0.0, maximum=1.0, meaning="midpoint, a fraction of T"),
-            "position_s": Param(minimum=0.0, exclusive_minimum=True, meaning="sigmoid width"),
+            # SaFo-Lab/PW-OPSD's defaults.
+            "position_w_min": Param(
+                minimum=0.0, maximum=1.0, default=0.25, meaning="weight of the first token"
+            ),
+            "position_tau": Param(
+                minimum=0.0, maximum=1.0, default=0.30, meaning="midpoint, a fraction of T"
+            ),
+            "position_s": Param(
+                minimum=0.0, exclusive_minimum=True, default=0.10, meaning="sigmoid width"
+            ),
         }
     ),
 }
