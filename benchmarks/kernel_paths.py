@@ -52,7 +52,13 @@ from dashrepro.analysis import statistics_report as sr  # noqa: E402
 from dashrepro.experiment.config import load_config  # noqa: E402
 from dashrepro.experiment.workflow import Experiment  # noqa: E402
 from dashrepro.io import read_parquet  # noqa: E402
-from dashrepro.layout import BASE_ACCURACY, STUDENT_SAMPLES, TEACHER_SAMPLES, Results  # noqa: E402
+from dashrepro.layout import (  # noqa: E402
+    BASE_ACCURACY,
+    STUDENT_SAMPLES,
+    TEACHER_SAMPLES,
+    TRAIN_DATA,
+    Results,
+)
 
 OVERLAY = "config/experiments/tiny_scalar_kernels.yaml"
 PATHS = {"pinned AVX2": [], "scalar + MKL compatible": [OVERLAY]}
@@ -215,7 +221,7 @@ def pinning_cost(steps: int, threads: int) -> str:
     code = SFT_CHILD.format(
         src=str(REPO / "src"), threads=threads, config=str(REPO / "workflow_config.yaml"),
         tokenizer=str((REPO / layout.tokenizer()).parent),
-        train=str(REPO / layout.data("train.parquet")),
+        train=str(REPO / layout.data(TRAIN_DATA)),
         steps=steps,
     )  # fmt: skip
     rows = {}

@@ -29,11 +29,11 @@ rule download_model:
 # sha256 are in the model folder's recipe.json instead.
 rule sft_base_model:
     input:
-        train=LAYOUT.data("train.parquet"),
+        train=LAYOUT.data(TRAIN_DATA),
         tokenizer=LAYOUT.tokenizer(),
     output:
-        weights=f"{LAYOUT.base_model()}/model.safetensors",
-        history=f"{LAYOUT.base_model()}/sft_history.parquet",
+        weights=f"{LAYOUT.base_model()}/{MODEL_WEIGHTS}",
+        history=f"{LAYOUT.base_model()}/{SFT_HISTORY}",
     log:
         LAYOUT.log("sft_base_model", "{scale}"),
     benchmark:

@@ -7,7 +7,7 @@
 rule make_synthetic_data:
     output:
         **EXPERIMENT.validation_outputs(LAYOUT.synthetic),
-        train=LAYOUT.synthetic("train.parquet"),
+        train=LAYOUT.synthetic(TRAIN_DATA),
         benchmarks=[
             LAYOUT.synthetic(f"benchmarks/{b}.parquet")
             for b in EXPERIMENT.synthetic_benchmarks
@@ -30,7 +30,7 @@ rule prepare_training_set:
         unpack(get_training_set_source),
     output:
         **EXPERIMENT.validation_outputs(LAYOUT.data),
-        train=LAYOUT.data("train.parquet"),
+        train=LAYOUT.data(TRAIN_DATA),
         report=LAYOUT.data("train.report.json"),
     log:
         LAYOUT.log("prepare_training_set"),
@@ -66,7 +66,7 @@ rule prepare_benchmark:
 
 rule train_tokenizer:
     input:
-        train=LAYOUT.data("train.parquet"),
+        train=LAYOUT.data(TRAIN_DATA),
     output:
         tokenizer=LAYOUT.tokenizer(),
     log:

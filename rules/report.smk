@@ -104,19 +104,19 @@ rule statistics:
     input:
         unpack(get_statistics_inputs),
     output:
-        cells=LAYOUT.statistics("cell_statistics.csv"),
-        paired=LAYOUT.statistics("paired_differences.csv"),
-        heldout=LAYOUT.statistics("heldout_selection.csv"),
-        lift=LAYOUT.statistics("base_lift.csv"),
-        changes=LAYOUT.statistics("sample_changes.csv"),
+        cells=LAYOUT.statistics(CELL_STATISTICS),
+        paired=LAYOUT.statistics(PAIRED_DIFFERENCES),
+        heldout=LAYOUT.statistics(HELDOUT_SELECTION),
+        lift=LAYOUT.statistics(BASE_LIFT),
+        changes=LAYOUT.statistics(SAMPLE_CHANGES),
         gap=report(
-            LAYOUT.statistics("reproduction_gap.csv"),
+            LAYOUT.statistics(f"{REPRODUCTION_GAP}.csv"),
             caption="../report/reproduction_gap.rst",
             category="Statistics",
         ),
-        gap_png=LAYOUT.statistics("reproduction_gap.png"),
-        gap_pdf=LAYOUT.statistics("reproduction_gap.pdf"),
-        report=LAYOUT.statistics("report.md"),
+        gap_png=LAYOUT.statistics(f"{REPRODUCTION_GAP}.png"),
+        gap_pdf=LAYOUT.statistics(f"{REPRODUCTION_GAP}.pdf"),
+        report=LAYOUT.statistics(STATISTICS_REPORT),
     log:
         LAYOUT.log("statistics"),
     benchmark:
@@ -141,9 +141,9 @@ rule audit:
     input:
         unpack(get_audit_inputs),
     output:
-        md=LAYOUT.audit("report.md"),
+        md=LAYOUT.audit(f"{AUDIT_REPORT}.md"),
         html=report(
-            LAYOUT.audit("report.html"),
+            LAYOUT.audit(f"{AUDIT_REPORT}.html"),
             caption="../report/audit.rst",
             category="Audit",
         ),

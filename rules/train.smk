@@ -9,7 +9,7 @@ for _scale in config["scales"]:
             f"train_lora_{_scale}"
         input:
             **EXPERIMENT.base_model_inputs(_scale),
-            train=LAYOUT.data("train.parquet"),
+            train=LAYOUT.data(TRAIN_DATA),
         output:
             checkpoints=[
                 LAYOUT.adapter(scale=_scale, step=step)

@@ -15,6 +15,7 @@ def main(snakemake) -> None:
     from dashrepro.embedded.sft import run_sft
     from dashrepro.embedded.tiny_model import build_tiny_qwen3, count_parameters
     from dashrepro.io import atomic_dir, load_tokenizer, read_parquet, write_parquet
+    from dashrepro.layout import SFT_HISTORY
 
     sft = snakemake.params.sft
     architecture = snakemake.params.architecture
@@ -56,7 +57,7 @@ def main(snakemake) -> None:
     with atomic_dir(out_dir) as tmp:
         model.save_pretrained(str(tmp))  # safetensors
         tokenizer.save_pretrained(str(tmp))
-        write_parquet(tmp / "sft_history.parquet", pd.DataFrame(history))
+        write_parquet(tmp / SFT_HISTORY, pd.DataFrame(history))
         warm_start.write_trained_record(tmp, recipe)
 
 

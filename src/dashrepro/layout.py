@@ -40,6 +40,12 @@ def experiment_name_problem(name: str) -> str | None:
     return None
 
 
+#: The data folder's splits (``Results.data``; the embedded default's ``Results.synthetic``).
+TRAIN_DATA = "train.parquet"
+VALIDATION_DATA = "validation.parquet"
+#: The files of an embedded base model's folder (``Results.base_model``) the rules name.
+MODEL_WEIGHTS = "model.safetensors"
+SFT_HISTORY = "sft_history.parquet"
 #: The files of a training run's folder (``Results.run``): one row per step, and the per-token
 #: signals of the logged steps (``dashrepro.training.metrics``).
 TRAIN_METRICS = "train_metrics.parquet"
@@ -55,6 +61,17 @@ SUMMARY = "summary.json"
 BASE_ACCURACY = "accuracy.json"
 STUDENT_SAMPLES = "student_samples.parquet"
 TEACHER_SAMPLES = "teacher_samples.parquet"
+#: The statistics folder's files (``Results.statistics``; dashrepro.analysis.statistics_report):
+#: one CSV per estimator, the reproduction gap as a CSV and a figure (.png, .pdf), the report.
+CELL_STATISTICS = "cell_statistics.csv"
+PAIRED_DIFFERENCES = "paired_differences.csv"
+HELDOUT_SELECTION = "heldout_selection.csv"
+BASE_LIFT = "base_lift.csv"
+SAMPLE_CHANGES = "sample_changes.csv"
+REPRODUCTION_GAP = "reproduction_gap"
+STATISTICS_REPORT = "report.md"
+#: The audit's report (``Results.audit``; dashrepro.provenance.audit), as .md and .html.
+AUDIT_REPORT = "report"
 
 
 def checkpoint_folder(step) -> str:

@@ -15,14 +15,16 @@ import importlib
 import pkgutil
 from types import ModuleType
 
+from dashrepro.layout import BASE_ACCURACY, SAMPLES, SUMMARY, TOKEN_TRACES, TRAIN_METRICS
+
 #: The result sets a kind may need, per (method, seed) of its spec at its scale.
 INPUT_SETS = {
     "selections": "selection/<method>/<scale>/seed<s>.json: the selected checkpoint's scores",
-    "summaries": "eval/<method>/<scale>/seed<s>/step<t>/summary.json of every checkpoint",
-    "samples": "eval/<method>/<scale>/seed<s>/step<t>/samples.parquet of every checkpoint",
-    "traces": "runs/<method>/<scale>/seed<s>/token_traces.parquet",
-    "metrics": "runs/<method>/<scale>/seed<s>/train_metrics.parquet",
-    "base_accuracy": "eval/base/<scale>/accuracy.json (one file per scale)",
+    "summaries": f"eval/<method>/<scale>/seed<s>/step<t>/{SUMMARY} of every checkpoint",
+    "samples": f"eval/<method>/<scale>/seed<s>/step<t>/{SAMPLES} of every checkpoint",
+    "traces": f"runs/<method>/<scale>/seed<s>/{TOKEN_TRACES}",
+    "metrics": f"runs/<method>/<scale>/seed<s>/{TRAIN_METRICS}",
+    "base_accuracy": f"eval/base/<scale>/{BASE_ACCURACY} (one file per scale)",
     "published": "the paper's published numbers (config key published_numbers, one CSV)",
 }
 

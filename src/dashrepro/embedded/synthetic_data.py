@@ -20,6 +20,7 @@ from pathlib import Path
 import pandas as pd
 
 from dashrepro.io import write_parquet
+from dashrepro.layout import TRAIN_DATA
 
 TASKS = ("add2", "add3", "sum3")
 
@@ -148,7 +149,7 @@ def main() -> None:
     args = parser.parse_args()
     specs = {t: {"task": t, "n": 30} for t in TASKS}
     train, benches = make_dataset(args.n_train, specs, args.seed)
-    write_parquet(args.out / "train.parquet", train)
+    write_parquet(args.out / TRAIN_DATA, train)
     for name, frame in benches.items():
         write_parquet(args.out / f"{name}.parquet", frame)
 

@@ -21,13 +21,14 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from dashrepro.io import atomic_dir, read_json, sha256_file, write_json
+from dashrepro.layout import MODEL_WEIGHTS, SFT_HISTORY
 
 #: The committed warm start of the embedded default (package data).
 SHIPPED = Path(__file__).with_name("warm_start")
 #: The recipe, in a shipped folder and beside a trained model.
 RECIPE = "recipe.json"
 #: What a warm start is: these files of the model folder (the tokenizer is the run's own).
-FILES = ("config.json", "generation_config.json", "model.safetensors", "sft_history.parquet")
+FILES = ("config.json", "generation_config.json", MODEL_WEIGHTS, SFT_HISTORY)
 #: The code that turns the examples into weights: a change to it makes a new recipe.
 CODE = ("sft.py", "tiny_model.py")
 #: Keys of ``sft`` that choose how the base model is obtained, not what it is.
@@ -130,10 +131,10 @@ def copy_shipped(destination: Path, folder: Path = SHIPPED) -> str:
     record = read_json(folder / RECIPE)
     for name in FILES:
         shutil.copyfile(folder / name, destination / name)
-    digest = sha256_file(destination / "model.safetensors")
+    digest = sha256_file(destination / MODEL_WEIGHTS)
     if digest != record["model_sha256"]:
         raise ValueError(
-            f"{folder / 'model.safetensors'}: sha256 {digest}, but {folder / RECIPE} records "
+            f"{folder / MODEL_WEIGHTS}: sha256 {digest}, but {folder / RECIPE} records "
             f"{record['model_sha256']}; restore the file from the repository"
         )
     return digest
@@ -145,7 +146,7 @@ def ship(model_dir: Path, folder: Path = SHIPPED) -> dict:
     made = read_json(model_dir / RECIPE)
     if "made_with" not in made:
         raise ValueError(f"{model_dir / RECIPE}: not a trained warm start (it reused one)")
-    record = {**made, "model_sha256": sha256_file(model_dir / "model.safetensors")}
+    record = {**made, "model_sha256": sha256_file(model_dir / MODEL_WEIGHTS)}
     with atomic_dir(folder) as tmp:
         for name in FILES:
             shutil.copyfile(model_dir / name, tmp / name)

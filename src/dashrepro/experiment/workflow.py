@@ -28,14 +28,20 @@ from dashrepro.experiment.run_matrix import (
 from dashrepro.experiment.semantics import VALIDATION_SPLIT
 from dashrepro.hub import SNAPSHOT_RECORD, model_id_of, snapshot_folder
 from dashrepro.layout import (
+    AUDIT_REPORT,
     BASE_ACCURACY,
+    MODEL_WEIGHTS,
     PUBLISHED,
+    REPRODUCTION_GAP,
     RESPONSES,
     SAMPLES,
+    STATISTICS_REPORT,
     STUDENT_SAMPLES,
     SUMMARY,
     TOKEN_TRACES,
+    TRAIN_DATA,
     TRAIN_METRICS,
+    VALIDATION_DATA,
     Results,
     resolve_repo_path,
 )
@@ -176,7 +182,7 @@ class Experiment:
     def validation_outputs(self, folder) -> dict:
         """The validation split among a data rule's outputs, when the config asks for one;
         ``folder``: ``layout.data`` or ``layout.synthetic``."""
-        return {"validation": folder("validation.parquet")} if self.validation else {}
+        return {"validation": folder(VALIDATION_DATA)} if self.validation else {}
 
     def training_set_source(self) -> dict:
         """The prepare rule's inputs: the synthetic files, a real dataset's local file, or none
@@ -185,7 +191,7 @@ class Experiment:
         if spec is None:
             synthetic = self.layout.synthetic
             return {
-                "source": synthetic("train.parquet"),
+                "source": synthetic(TRAIN_DATA),
                 **{f"{k}_source": v for k, v in self.validation_outputs(synthetic).items()},
             }
         return _local_dataset_file(spec)
@@ -201,7 +207,7 @@ class Experiment:
 
     def evaluation_files(self) -> list[str]:
         """The files of ``evaluation_sets``, in its order."""
-        validation = [self.layout.data("validation.parquet")] if self.validation else []
+        validation = [self.layout.data(VALIDATION_DATA)] if self.validation else []
         return self.benchmark_files() + validation
 
     # base models --------------------------------------------------------------------------
@@ -238,7 +244,7 @@ class Experiment:
         model's snapshot record (so its download runs first), or a local folder."""
         spec = self.config["scales"][scale]
         if spec["source"] == "embedded":
-            return {"base_model": f"{self.base_model_dir(scale)}/model.safetensors"}
+            return {"base_model": f"{self.base_model_dir(scale)}/{MODEL_WEIGHTS}"}
         if self.hub_model_dir(scale):
             return {"base_model": f"{self.hub_model_dir(scale)}/{SNAPSHOT_RECORD}"}
         return {"base_model": spec["model"]}
@@ -425,9 +431,9 @@ class Experiment:
     def analysis_report_files(self) -> list[str]:
         """The statistics report, the reproduction gap and the audit report (target ``all``)."""
         return [
-            self.layout.statistics("report.md"),
-            self.layout.statistics("reproduction_gap.csv"),
-            self.layout.audit("report.md"),
+            self.layout.statistics(STATISTICS_REPORT),
+            self.layout.statistics(f"{REPRODUCTION_GAP}.csv"),
+            self.layout.audit(f"{AUDIT_REPORT}.md"),
         ]
 
 

@@ -37,11 +37,12 @@ def run_cli(args: Iterable[str] | None = None) -> int:
     grading = _config_grading(root, options.config) if options.regrade else None
     if options.report:
         from dashrepro.io import write_text
+        from dashrepro.layout import AUDIT_REPORT
 
         rows, markdown, page = audit_report(root, results, grading)
         out = Path(options.out) if options.out else root / results / "audit"
-        write_text(out / "report.md", markdown)
-        write_text(out / "report.html", page)
+        write_text(out / f"{AUDIT_REPORT}.md", markdown)
+        write_text(out / f"{AUDIT_REPORT}.html", page)
         print(markdown)
         return 1 if any(r["status"] != "ok" for r in rows) else 0
     if len(options.cell) != 4:
