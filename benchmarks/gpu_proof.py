@@ -896,7 +896,8 @@ def plan_with_costs(config: dict, costs: dict) -> dict:
     return hours
 
 
-def main(argv=None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line: the stages and lanes to run, or one of the side commands."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "benchmarks/out/gpu_proof"))
     parser.add_argument("--shape", choices=sorted(SHAPES), default="qwen3_1p7b")
@@ -948,34 +949,29 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--stage", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--wait-for-checkpoint", action="store_true", help=argparse.SUPPRESS)
-    args = parser.parse_args(argv)
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    if args.download_wheels:
-        download_wheels(Path(args.download_wheels))
-        return 0
-    if args.costs:
-        config = paper_config(args)
-        summary = json.loads((out / "summary.json").read_text())
-        costs = measured_costs(summary, config, args.mean_response_tokens)
-        costs["plan"] = plan_with_costs(config, costs)
-        write_json(out / "costs.json", costs)
-        report = "\n".join(["# GPU proof", "", f"Device: {summary.get('env', {}).get('device')}.",
-                            "", *summary_rows(summary), "", "## GPU-hours from these speeds", "",
-                            costs_markdown(costs, costs["plan"]), ""])  # fmt: skip
-        tmp = out / ".report.md.tmp"
-        tmp.write_text(report)
-        os.replace(tmp, out / "report.md")
-        print(report)
-        return 0
-    if args.write_config:
-        Path(args.write_config).write_text(json.dumps(paper_config(args), indent=1))
-        return 0
-    if args.stage:  # a worker
-        result = RUNNERS[args.stage](args)
-        write_json(out / f"{args.stage}.json", result)
-        return 0
+    return parser
 
+
+def write_costs_report(args, out: Path) -> None:
+    """--costs: GPU-hours from the measured speeds in ``out``'s summary, as costs.json and a
+    report.md beside it."""
+    config = paper_config(args)
+    summary = json.loads((out / "summary.json").read_text())
+    costs = measured_costs(summary, config, args.mean_response_tokens)
+    costs["plan"] = plan_with_costs(config, costs)
+    write_json(out / "costs.json", costs)
+    report = "\n".join(["# GPU proof", "", f"Device: {summary.get('env', {}).get('device')}.",
+                        "", *summary_rows(summary), "", "## GPU-hours from these speeds", "",
+                        costs_markdown(costs, costs["plan"]), ""])  # fmt: skip
+    tmp = out / ".report.md.tmp"
+    tmp.write_text(report)
+    os.replace(tmp, out / "report.md")
+    print(report)
+
+
+def run_stages(args, out: Path) -> int:
+    """--stages in order, then --lanes side by side, each stage in its own process; the summary
+    is written after every stage. 0 when every stage ran."""
     started = time.perf_counter()
     env = dict(os.environ)
     if args.wheels:
@@ -1029,6 +1025,26 @@ def main(argv=None) -> int:
     write_json(out / "summary.json", results)
     print("\n".join(summary_rows(results)))
     return 0 if all(r.get("ok") for r in results.values()) else 1
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if args.download_wheels:
+        download_wheels(Path(args.download_wheels))
+        return 0
+    if args.costs:
+        write_costs_report(args, out)
+        return 0
+    if args.write_config:
+        Path(args.write_config).write_text(json.dumps(paper_config(args), indent=1))
+        return 0
+    if args.stage:  # a worker
+        result = RUNNERS[args.stage](args)
+        write_json(out / f"{args.stage}.json", result)
+        return 0
+    return run_stages(args, out)
 
 
 if __name__ == "__main__":

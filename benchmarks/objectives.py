@@ -67,6 +67,48 @@ def _reset_hwm() -> bool:
         return False
 
 
+def _time_and_peak(step, device, reps: int) -> dict:
+    """One call of ``step``: its seconds (the median of ``reps`` on CUDA) and its peak memory
+    above what was allocated before, with the method that measured it."""
+    import torch
+
+    result = {}
+    if device.type == "cuda":
+        step()  # full-size warm-up (allocator, kernel selection)
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        before = torch.cuda.memory_allocated()
+        times = []
+        for _ in range(max(1, reps)):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            step()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+        result["peak_mib"] = (torch.cuda.max_memory_allocated() - before) / 2**20
+        result["seconds"] = statistics.median(times)
+        result["method"] = "cuda.max_memory_allocated"
+    else:
+        rss_before, _ = _rss_kib()
+        if rss_before is not None and _reset_hwm():
+            t0 = time.perf_counter()
+            step()
+            result["seconds"] = time.perf_counter() - t0
+            _, hwm = _rss_kib()
+            result["peak_mib"] = (hwm - rss_before) / 1024
+            result["method"] = "VmHWM-VmRSS"
+        else:
+            max_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            t0 = time.perf_counter()
+            step()
+            result["seconds"] = time.perf_counter() - t0
+            max_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+            per_mib = 2**20 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB else
+            result["peak_mib"] = (max_after - max_before) / per_mib
+            result["method"] = "ru_maxrss delta"
+    return result
+
+
 def _worker(args: argparse.Namespace) -> dict:
     import torch
 
@@ -137,39 +179,7 @@ def _worker(args: argparse.Namespace) -> dict:
     step = make_step(T)
 
     result = {"path": args.path, "dtype": args.dtype, "device": str(device)}
-    if device.type == "cuda":
-        step()  # full-size warm-up (allocator, kernel selection)
-        torch.cuda.synchronize()
-        torch.cuda.reset_peak_memory_stats()
-        before = torch.cuda.memory_allocated()
-        times = []
-        for _ in range(max(1, args.reps)):
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            step()
-            torch.cuda.synchronize()
-            times.append(time.perf_counter() - t0)
-        result["peak_mib"] = (torch.cuda.max_memory_allocated() - before) / 2**20
-        result["seconds"] = statistics.median(times)
-        result["method"] = "cuda.max_memory_allocated"
-    else:
-        rss_before, _ = _rss_kib()
-        if rss_before is not None and _reset_hwm():
-            t0 = time.perf_counter()
-            step()
-            result["seconds"] = time.perf_counter() - t0
-            _, hwm = _rss_kib()
-            result["peak_mib"] = (hwm - rss_before) / 1024
-            result["method"] = "VmHWM-VmRSS"
-        else:
-            max_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            t0 = time.perf_counter()
-            step()
-            result["seconds"] = time.perf_counter() - t0
-            max_after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-            per_mib = 2**20 if sys.platform == "darwin" else 1024  # bytes on macOS, KiB else
-            result["peak_mib"] = (max_after - max_before) / per_mib
-            result["method"] = "ru_maxrss delta"
+    result.update(_time_and_peak(step, device, args.reps))
     result["bytes_moved"] = bytes_moved
     result["flops"] = flops
     return result

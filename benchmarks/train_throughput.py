@@ -330,13 +330,83 @@ def run_ours(args, config, method_name, base_dir, train_parquet, work, teacher_c
 # ----------------------------------------------------------------------------------------------
 
 
-def run_trl(args, config, base_dir, train_parquet, work) -> Run:
+def trl_dataset(args, tokenizer, train_parquet):
+    """The training prompts as TRL reads them, checked to render as our student prompts."""
     import datasets
-    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
-    from transformers.trainer_callback import PrinterCallback
-    from trl import DistillationConfig, DistillationTrainer
 
     from dashrepro.data.prompts import render_student_prompt
+
+    # Same rows in the same order as train_run draws them (random.Random(seed).shuffle of the
+    # row indices), with TRL's own shuffling off, so both trainers see the same prompts per step.
+    frame = pd.read_parquet(train_parquet)
+    order = list(range(len(frame)))
+    random.Random(args.seed).shuffle(order)
+    problems = [frame["problem"].iloc[i] for i in order]
+    dataset = datasets.Dataset.from_dict(
+        {"prompt": [[{"role": "user", "content": p}] for p in problems]}
+    )
+    # The chat template rendered by TRL must give exactly our student prompt's tokens.
+    ours = tokenizer(render_student_prompt(tokenizer, problems[0]), add_special_tokens=False)
+    theirs = tokenizer.apply_chat_template(
+        dataset[0]["prompt"],
+        add_generation_prompt=True,
+        tokenize=True,
+        return_dict=True,
+        enable_thinking=True,
+    )
+    if list(ours["input_ids"]) != list(theirs["input_ids"]):
+        raise RuntimeError(
+            "TRL's rendered prompt differs from ours; the comparison would be unfair"
+        )
+    return dataset
+
+
+def trl_config(args, train, work):
+    """TRL's distillation settings doing the work our trainer does (see the comments)."""
+    from trl import DistillationConfig
+
+    return DistillationConfig(
+        output_dir=str(work / "trl"),
+        max_steps=train["steps"],
+        per_device_train_batch_size=train["micro_batch_size"],
+        gradient_accumulation_steps=1,
+        learning_rate=train["lr"],
+        lr_scheduler_type="linear",
+        warmup_steps=0,
+        weight_decay=0.0,
+        adam_beta1=0.9,
+        adam_beta2=0.999,
+        adam_epsilon=1e-8,
+        max_grad_norm=1.0,
+        optim="adamw_torch",
+        beta=0.0,  # forward KL, as our forward_kl local signal
+        temperature=train["temperature"],
+        top_p=train["top_p"],
+        top_k=train["top_k"] or 0,
+        max_completion_length=train["max_new_tokens"],
+        chat_template_kwargs={"enable_thinking": True},
+        shuffle_dataset=False,
+        # TRL defaults that would make it do different work than ours: bf16 autocast and gradient
+        # checkpointing (both on by default in TRL's configs); ours is fp32 without checkpointing.
+        bf16=False,
+        fp16=False,
+        gradient_checkpointing=False,
+        disable_dropout=False,  # ours keeps LoRA dropout on while training
+        use_cpu=True,
+        seed=args.seed,
+        logging_strategy="no",
+        save_strategy="no",
+        report_to="none",
+        disable_tqdm=True,
+        dataloader_num_workers=0,
+    )
+
+
+def run_trl(args, config, base_dir, train_parquet, work) -> Run:
+    from transformers import AutoModelForCausalLM, AutoTokenizer, TrainerCallback
+    from transformers.trainer_callback import PrinterCallback
+    from trl import DistillationTrainer
+
     from dashrepro.training.model import load_lora_student
 
     train = train_settings(args, config)
@@ -385,64 +455,8 @@ def run_trl(args, config, base_dir, train_parquet, work) -> Run:
     teacher.requires_grad_(False)
     tokenizer = AutoTokenizer.from_pretrained(str(base_dir), padding_side="left")
 
-    # Same rows in the same order as train_run draws them (random.Random(seed).shuffle of the
-    # row indices), with TRL's own shuffling off, so both trainers see the same prompts per step.
-    frame = pd.read_parquet(train_parquet)
-    order = list(range(len(frame)))
-    random.Random(args.seed).shuffle(order)
-    problems = [frame["problem"].iloc[i] for i in order]
-    dataset = datasets.Dataset.from_dict(
-        {"prompt": [[{"role": "user", "content": p}] for p in problems]}
-    )
-    # The chat template rendered by TRL must give exactly our student prompt's tokens.
-    ours = tokenizer(render_student_prompt(tokenizer, problems[0]), add_special_tokens=False)
-    theirs = tokenizer.apply_chat_template(
-        dataset[0]["prompt"],
-        add_generation_prompt=True,
-        tokenize=True,
-        return_dict=True,
-        enable_thinking=True,
-    )
-    if list(ours["input_ids"]) != list(theirs["input_ids"]):
-        raise RuntimeError(
-            "TRL's rendered prompt differs from ours; the comparison would be unfair"
-        )
-
-    trl_args = DistillationConfig(
-        output_dir=str(work / "trl"),
-        max_steps=train["steps"],
-        per_device_train_batch_size=train["micro_batch_size"],
-        gradient_accumulation_steps=1,
-        learning_rate=train["lr"],
-        lr_scheduler_type="linear",
-        warmup_steps=0,
-        weight_decay=0.0,
-        adam_beta1=0.9,
-        adam_beta2=0.999,
-        adam_epsilon=1e-8,
-        max_grad_norm=1.0,
-        optim="adamw_torch",
-        beta=0.0,  # forward KL, as our forward_kl local signal
-        temperature=train["temperature"],
-        top_p=train["top_p"],
-        top_k=train["top_k"] or 0,
-        max_completion_length=train["max_new_tokens"],
-        chat_template_kwargs={"enable_thinking": True},
-        shuffle_dataset=False,
-        # TRL defaults that would make it do different work than ours: bf16 autocast and gradient
-        # checkpointing (both on by default in TRL's configs); ours is fp32 without checkpointing.
-        bf16=False,
-        fp16=False,
-        gradient_checkpointing=False,
-        disable_dropout=False,  # ours keeps LoRA dropout on while training
-        use_cpu=True,
-        seed=args.seed,
-        logging_strategy="no",
-        save_strategy="no",
-        report_to="none",
-        disable_tqdm=True,
-        dataloader_num_workers=0,
-    )
+    dataset = trl_dataset(args, tokenizer, train_parquet)
+    trl_args = trl_config(args, train, work)
     clock = StepClock()
     trainer = TimedDistillationTrainer(
         model=student,
