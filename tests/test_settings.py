@@ -10,12 +10,9 @@ import json
 import pytest
 from conftest import REPO_ROOT
 
-from dashrepro.data.prompts import TeacherProtocol
 from dashrepro.experiment.config import config_schema, load_config
 from dashrepro.sampling import SamplingSettings
 from dashrepro.settings import GenerationSettings, GradingSettings, LoraSettings, TrainSettings
-from dashrepro.training.methods import MethodSpec
-from dashrepro.training.run_spec import RunSpec
 
 #: Every shipped configuration: the embedded default alone and under each overlay.
 CONFIGS = [(), *((p,) for p in sorted((REPO_ROOT / "config/experiments").glob("*.yaml")))]
@@ -81,24 +78,6 @@ def test_a_float_written_as_an_integer_is_a_float(default_config):
     settings = TrainSettings.from_config(train)
     assert type(settings.temperature) is float and type(settings.lr) is float
     assert type(settings.steps) is int
-
-
-def test_a_run_spec_round_trips_through_json(tmp_path, default_config):
-    scale = default_config["scales"]["tiny"]
-    entry = {k: v for k, v in default_config["methods"]["dash"].items() if k != "label"}
-    spec = RunSpec(
-        base_model_dir="base",
-        train_parquet="train.parquet",
-        out_dir=str(tmp_path / "run"),
-        method=MethodSpec.from_config("dash", entry),
-        train=scale["train"],
-        lora=scale["lora"],
-        protocol=TeacherProtocol.from_config(default_config["protocol"]),
-        seed=3,
-        trace_rollouts=2,
-    )
-    assert isinstance(spec.train, TrainSettings) and isinstance(spec.lora, LoraSettings)
-    assert RunSpec.from_json(spec.to_json(tmp_path / "run.json")) == spec
 
 
 def fields_and_defaults(settings) -> tuple[dict, set]:

@@ -8,63 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from dashrepro.analysis import per_problem as pp
 from dashrepro.analysis import statistics as st
-from dashrepro.analysis.selection import select_best_checkpoint
 from dashrepro.evaluation.scoring import summarize_samples
 
-BENCH = ["b1", "b2"]
-
-# Per-problem accuracy of the small fixture, k = 2 samples a problem (so 0, 0.5 or 1):
-#   (seed, step): {benchmark: [problem 1, problem 2]}    Avg@k               mean over benchmarks
-HAND = {
-    (1, 10): {"b1": [1.0, 0.5], "b2": [0.0, 0.5]},  # b1 75,  b2 25          50
-    (1, 20): {"b1": [0.5, 0.5], "b2": [0.5, 0.5]},  # b1 50,  b2 50          50 (tie: step 10)
-    (2, 10): {"b1": [0.0, 0.5], "b2": [0.0, 0.0]},  # b1 25,  b2 0           12.5
-    (2, 20): {"b1": [1.0, 1.0], "b2": [0.5, 0.0]},  # b1 100, b2 25          62.5 (step 20)
-}
-
-
-def _samples(accuracies: dict[str, list[float]]) -> pd.DataFrame:
-    """Two graded samples per problem realising the given accuracies."""
-    rows = []
-    for bench, per_problem in accuracies.items():
-        for p, acc in enumerate(per_problem, start=1):
-            for i, correct in enumerate([acc >= 0.5, acc == 1.0]):
-                rows.append(
-                    {"checkpoint": "c", "benchmark": bench, "problem_id": f"{bench}-p{p}",
-                     "sample_index": i, "seed": 987654, "correct": bool(correct),
-                     "finish_reason": "stop", "grading_path": "math_verify"}
-                )  # fmt: skip
-    return pd.DataFrame(rows)
-
-
-@pytest.fixture
-def hand_per_problem() -> pd.DataFrame:
-    return pp.checkpoint_problem_accuracy({key: _samples(acc) for key, acc in HAND.items()})
-
-
-def test_per_problem_frame_uses_the_training_seed_not_the_generation_seed(hand_per_problem):
-    assert sorted(hand_per_problem["seed"].unique()) == [1, 2]  # not the samples' 987654
-    row = hand_per_problem.query("seed == 1 and step == 10 and problem_id == 'b1-p2'")
-    assert row["accuracy"].item() == 0.5 and row["n_samples"].item() == 2
-
-
-def test_checkpoint_scores_and_selection_match_the_pipeline(hand_per_problem):
-    scores = pp.checkpoint_benchmark_scores(hand_per_problem, BENCH)
-    for (seed, step), acc in HAND.items():
-        summary = summarize_samples(_samples(acc), BENCH)
-        for bench in BENCH:
-            mine = scores[
-                (scores["seed"] == seed) & (scores["step"] == step) & (scores["benchmark"] == bench)
-            ]
-            assert mine["avg_at_k"].item() == summary["benchmarks"][bench]["avg_at_k"]
-    chosen = pp.select_checkpoints(hand_per_problem, BENCH)
-    # Seed 1 ties at 50 -> earliest step 10; seed 2: 62.5 at step 20 beats 12.5.
-    assert chosen["selected_step"].tolist() == [10, 20]
-    for seed, step in zip(chosen["seed"], chosen["selected_step"], strict=True):
-        summaries = {t: summarize_samples(_samples(HAND[(seed, t)]), BENCH) for t in (10, 20)}
-        assert select_best_checkpoint(summaries, BENCH)["selected_step"] == step
+from .conftest import BENCH, HAND, _samples
 
 
 def test_cell_statistics_equal_hand_computed_values(hand_per_problem):
@@ -302,73 +249,3 @@ def test_reproduction_gap_keeps_every_cell():
     assert pd.isna(no_intervals.loc[("T", "dash", "s1", "a"), "paper_inside_interval"])
     with pytest.raises(ValueError, match="our_cells: duplicate cells"):
         st.reproduction_gap(pd.concat([ours, ours.iloc[:1]]), published)
-
-
-def test_experiment_heldout_puts_the_validation_choice_beside_the_papers():
-    from dashrepro.analysis.statistics_report import HELDOUT_COLUMNS, experiment_heldout
-
-    # HAND plus a validation split: seed 1 is best on it at step 20, seed 2 at step 10, the
-    # opposite of the paper's rule on the test benchmarks (seed 1 @ 10, seed 2 @ 20).
-    val = {(1, 10): 0.0, (1, 20): 1.0, (2, 10): 1.0, (2, 20): 0.0}
-    per_problem = pp.checkpoint_problem_accuracy(
-        {key: _samples({**acc, "validation": [val[key]] * 2}) for key, acc in HAND.items()}
-    )
-    tables = {
-        "main": {"kind": "method_scores", "scale": "tiny", "methods": ["dash"]},
-        "curves": {"kind": "checkpoint_curves", "scale": "tiny", "methods": ["dash"]},
-    }
-    out = experiment_heldout(tables, BENCH, lambda m, s: per_problem, "validation")
-    assert list(out.columns) == HELDOUT_COLUMNS
-    assert set(out["table"]) == {"main"}  # scores tables only
-    cell = out.set_index("column")
-    # Held out: seed 1 @ 20 (b1 50, b2 50), seed 2 @ 10 (b1 25, b2 0).
-    assert cell.loc["b1", "heldout"] == pytest.approx(37.5)
-    assert cell.loc["average", "heldout"] == pytest.approx(31.25)
-    # The paper's: seed 1 @ 10 (b1 75, b2 25), seed 2 @ 20 (b1 100, b2 25).
-    assert cell.loc["b1", "best_on_test"] == pytest.approx(87.5)
-    assert cell.loc["average", "best_on_test"] == pytest.approx(56.25)
-    assert cell.loc["average", "difference"] == pytest.approx(-25.0)
-    assert cell.loc["average", "steps_heldout"] == "20,10"
-    assert cell.loc["average", "steps_best_on_test"] == "10,20"
-    without = pp.checkpoint_problem_accuracy({key: _samples(acc) for key, acc in HAND.items()})
-    with pytest.raises(ValueError, match="no graded samples of the validation split"):
-        experiment_heldout(tables, BENCH, lambda m, s: without, "validation")
-
-
-def test_base_lift_is_each_cell_minus_the_base_student_on_the_same_problems():
-    from dashrepro.analysis.statistics_report import BASE_ROW, experiment_base_lift
-
-    # HAND's selected cells: b1 87.5, b2 25 (seed 1 @ 10, seed 2 @ 20). The base student: b1
-    # 50 (0.5, 0.5), b2 0 (0, 0); lifts +37.5 and +25, average +31.25.
-    per_problem = pp.checkpoint_problem_accuracy({key: _samples(acc) for key, acc in HAND.items()})
-    base = pp.per_problem_accuracy(_samples({"b1": [0.5, 0.5], "b2": [0.0, 0.0]}))
-    tables = {
-        "main": {"kind": "method_scores", "scale": "tiny", "methods": ["dash"]},
-        "curves": {"kind": "checkpoint_curves", "scale": "tiny", "methods": ["dash"]},
-    }
-    scales_asked = []
-
-    def base_of(scale):
-        scales_asked.append(scale)
-        return base
-
-    out = experiment_base_lift(
-        tables, BENCH, lambda m, s: per_problem, base_of, n_resamples=200, seed=0,
-        confidence=0.95,
-    )  # fmt: skip
-    assert set(out["table"]) == {"main"} and set(out["reference"]) == {BASE_ROW}
-    assert scales_asked == ["tiny"]
-    cell = out.set_index("column")
-    assert cell.loc["b1", "difference"] == pytest.approx(37.5)
-    assert cell.loc["b2", "difference"] == pytest.approx(25.0)
-    assert cell.loc["average", "difference"] == pytest.approx(31.25)
-    assert cell.loc["average", "reference_value"] == pytest.approx(25.0)
-    assert (out["ci_low"] <= out["difference"]).all() and (
-        out["difference"] <= out["ci_high"]
-    ).all()
-    # The base model against itself: no lift, an interval of zero width.
-    same = pp.checkpoint_problem_accuracy({(0, 0): _samples({"b1": [0.5, 0.5], "b2": [0.0, 0.0]})})
-    flat = experiment_base_lift(
-        tables, BENCH, lambda m, s: same, base_of, n_resamples=200, seed=0, confidence=0.95
-    )
-    assert (flat["difference"] == 0).all()

@@ -1,14 +1,11 @@
-"""The table kinds: rank shading with ties, the published numbers through the same renderer
-(the paper's main table must come out shaded exactly as printed), and each kind's numbers."""
+"""Tests for dashrepro.analysis.tables (the package): the published numbers through the same
+renderer (the paper's main table must come out shaded exactly as printed)."""
 
 from __future__ import annotations
 
-import json
-import math
 import re
 
 import pandas as pd
-import pytest
 
 from dashrepro.analysis.tables import (
     make_published_table,
@@ -16,35 +13,11 @@ from dashrepro.analysis.tables import (
     published_layout,
     published_table_specs,
 )
-from dashrepro.analysis.tables._render import cells_frame, published_cells, ranks, shade
+from dashrepro.analysis.tables._render import published_cells, shade
 from dashrepro.experiment.config import load_config
 from dashrepro.experiment.run_matrix import spec_scales
-from dashrepro.experiment.workflow import Experiment
-from dashrepro.io import read_csv
 
-
-@pytest.fixture(scope="module")
-def paper_config(repo_root):
-    return load_config(
-        repo_root / "workflow_config.yaml", repo_root / "config/experiments/paper.yaml"
-    )
-
-
-@pytest.fixture(scope="module")
-def published(repo_root, paper_config):
-    return read_csv(repo_root / paper_config["published_numbers"])
-
-
-def context_of(config, name: str) -> dict:
-    """What the table rule's params give a table's kind (``Experiment.report_context``)."""
-    return Experiment(config).report_context("tables", name)
-
-
-def test_ranks_are_the_top_three_distinct_displayed_values_ties_sharing():
-    assert ranks([58.3, 57.8, 58.3, 55.6, 51.0, math.nan]) == [1, 2, 1, 3, None, None]
-    # 76.204 and 76.2 show as 76.20: one value, one rank
-    assert ranks([77.2, 76.4, 76.204, 76.2, 73.9]) == [1, 2, 3, 3, None]
-    assert ranks([1.0, 2.0], top=1) == [None, 1]
+from .conftest import context_of
 
 
 def test_the_published_main_table_is_shaded_exactly_as_the_paper(published, paper_config):
@@ -140,78 +113,3 @@ def test_published_tables_take_their_scales_and_copied_rows_from_the_numbers(rep
     assert spec_scales(specs["grpo_hybrid"]) == ["qwen3_1p7b", "qwen3_8b"]
     # A table whose published numbers are not held is left out, not drawn empty.
     assert published_table_specs({"mine": {**default["tables"]["main_results"]}}, layout) == {}
-
-
-def test_grpo_grid_gain_is_aggregated_minus_not(paper_config, tmp_path):
-    from dashrepro.analysis.tables import grpo_grid
-
-    spec = paper_config["tables"]["supp_grpo_grid"]
-    paths = []
-    for i, method in enumerate(spec["methods"]):
-        for seed in (0, 1):
-            path = tmp_path / f"{method}-{seed}.json"
-            value = 40.0 + i + seed
-            path.write_text(json.dumps({
-                "method": method, "scale": "qwen3_1p7b", "seed": seed, "selected_step": 20,
-                "benchmark_scores": {b: value for b in paper_config["benchmarks"]},
-            }))  # fmt: skip
-            paths.append(path)
-    cells = grpo_grid.build(spec, {"selections": paths}, context_of(paper_config, "supp_grpo_grid"))
-    first = cells[cells["row"] == "grpo_eta0p3_k4"].set_index("column")["value"]
-    assert first["no_agg"] == 40.5 and first["agg"] == 41.5 and first["gain"] == 1.0
-
-
-def test_result_provenance_counts_the_run_matrix(paper_config):
-    from dashrepro.analysis.tables import result_provenance
-
-    spec = paper_config["tables"]["supp_result_provenance"]
-    context = context_of(paper_config, "supp_result_provenance")
-    cells = result_provenance.build(spec, {}, context)
-    rendered = result_provenance.render(cells, spec, context)
-    assert "| EOPD | Our rerun | One (s = 0) |" in rendered["md"]
-    assert "| OPSD | Our rerun | s in {0,1,2,3} |" in rendered["md"]
-    assert "| Base | Zhao et al. | Not applicable |" in rendered["md"]
-    assert r"$s\in\{0,1,2,3\}$" in rendered["tex"]
-
-
-def test_batch_runtime_sums_the_phase_seconds(paper_config, tmp_path):
-    from dashrepro.analysis.tables import batch_runtime
-
-    spec = paper_config["tables"]["supp_batch_runtime"]
-    paths, keys = [], []
-    # What each file is comes beside it (input_keys), not from its path, here a misleading one.
-    for scale, seconds in (("qwen3_1p7b", 900.0), ("qwen3_4b", 1800.0), ("qwen3_8b", 3600.0)):
-        path = tmp_path / f"qwen3_1p7b-{len(paths)}.parquet"
-        keys.append(["dash", scale, 0])
-        pd.DataFrame({"step": [1, 2], "seconds_rollout": [seconds / 4] * 2,
-                      "seconds_student": [seconds / 4] * 2, "loss": [1.0, 0.5]}).to_parquet(path)  # fmt: skip
-        paths.append(path)
-    context = {**context_of(paper_config, "supp_batch_runtime"), "input_keys": {"metrics": keys}}
-    cells = batch_runtime.build(spec, {"metrics": paths}, context)
-    hours = cells[cells["column"] == "hours"].set_index("scale")["value"]
-    assert list(hours) == [0.25, 0.5, 1.0]
-    assert "| Qwen3-1.7B | 4/2/8 | 0.25 h |" in batch_runtime.render(cells, spec, context)["md"]
-
-
-def test_external_rows_come_first_with_a_dagger(published, paper_config, tmp_path):
-    from dashrepro.analysis.tables import method_scores
-
-    spec = paper_config["tables"]["main_results"]
-    context = context_of(paper_config, "main_results")
-    records = [
-        {"method": m, "scale": s, "seed": seed, "selected_step": 20,
-         "benchmark_scores": {b: 50.0 for b in context["benchmarks"]}}
-        for s in context["scales"] for m in spec["methods"] for seed in context["runs"][f"{m}/{s}"]
-    ]  # fmt: skip
-    paths = []
-    for i, record in enumerate(records):
-        paths.append(tmp_path / f"{i}.json")
-        paths[-1].write_text(json.dumps(record))
-    csv = tmp_path / "published.csv"
-    published.to_csv(csv, index=False)
-    cells = method_scores.build(spec, {"selections": paths, "published": [csv]}, context)
-    assert list(dict.fromkeys(cells["row"]))[:3] == ["base", "sft", "grpo"]
-    assert set(cells[cells["row"] == "eopd"]["n_seeds"]) == {1}
-    md = method_scores.render(cells, spec, context)["md"].splitlines()
-    assert md[2].startswith("| Base† | **51.50** |") and "DASH (Ours)" in md[-1]
-    assert cells_frame([]).columns.tolist()[:3] == ["table", "row", "label"]

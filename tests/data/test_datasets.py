@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+from data_helpers import write_jsonl, write_parquet
 
 from dashrepro.data import datasets as ds
 from dashrepro.data import layouts, reading
@@ -25,16 +26,6 @@ SHARED_SHA256 = {
     "aime2025.jsonl": "618d86e2719edefa85b039766f7f284dc9b6b2dcc81ae1a51dc8692d0e09ee59",
     "hmmt_feb2025.jsonl": "9ae5de33c793fa471580b3eca8a339be41680147b3707217853c5e0a761d6a97",
 }
-
-
-def write_jsonl(path: Path, rows: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    return path
-
-
-def write_parquet(path: Path, rows: list[dict]) -> Path:
-    pd.DataFrame(rows).to_parquet(path, index=False)
-    return path
 
 
 def local(path, **keys) -> dict:
@@ -272,84 +263,6 @@ def test_duplicates_and_empty_rows_reported_by_count_and_id(tmp_path):
     json.dumps(report.to_dict())  # serialisable for provenance
 
 
-def test_summary_lists_at_most_ten_ids():
-    frame = pd.DataFrame({"id": ["d"] * 16, "problem": ["p"] * 16, "answer": ["1"] * 16})
-    _, report = ds.normalise(frame, "local_benchmark", "src")
-    line = report.summary().splitlines()[1]
-    assert line.startswith("  duplicate id (first kept): 15 row(s): row 1 (id d")
-    assert line.count("(id d") == 10
-    assert line.endswith("... and 5 more")
-
-
-# ------------------------------------------------------------------------------ malformed files
-
-
-def test_malformed_jsonl_names_file_and_line(tmp_path):
-    path = tmp_path / "bad.jsonl"
-    path.write_text('{"id": "a", "problem": "p", "answer": "1"}\n\n{"id": "b", "problem": \n')
-    with pytest.raises(layouts.DataError) as info:
-        reading.load_table(path, layout="local_benchmark")
-    assert str(path) in str(info.value) and "line 3 is not valid JSON" in str(info.value)
-
-
-@pytest.mark.parametrize("suffix", ["jsonl", "json"])
-def test_non_utf8_byte_names_file_and_line(tmp_path, suffix):
-    path = tmp_path / f"latin1.{suffix}"
-    rows = [
-        '{"id": "a", "problem": "p", "answer": "1"}',
-        '{"id": "b", "problem": "caf\xe9", "answer": "2"}',
-    ]
-    body = "\n".join(rows) if suffix == "jsonl" else "[" + ",\n".join(rows) + "]"
-    path.write_bytes(body.encode("latin-1"))
-    with pytest.raises(layouts.DataError) as info:
-        reading.load_table(path, layout="local_benchmark")
-    message = str(info.value)
-    assert str(path) in message and "line 2 is not UTF-8" in message and "0xe9" in message
-
-
-def test_jsonl_line_that_is_not_an_object(tmp_path):
-    path = tmp_path / "list.jsonl"
-    path.write_text('{"id": "a", "problem": "p", "answer": "1"}\n[1, 2]\n')
-    with pytest.raises(layouts.DataError, match=r"line 2 holds a JSON list, expected an object"):
-        reading.load_table(path, layout="local_benchmark")
-
-
-def test_json_must_be_a_list_of_objects(tmp_path):
-    path = tmp_path / "obj.json"
-    path.write_text('{"id": "a"}')
-    with pytest.raises(layouts.DataError, match=r"expected a JSON list of objects"):
-        reading.load_table(path, layout="local_benchmark")
-    path.write_text('[{"id": "a", "problem": "p", "answer": 1},\n 3]')
-    with pytest.raises(layouts.DataError, match=r"row 1 holds a JSON int"):
-        reading.load_table(path, layout="local_benchmark")
-    path.write_text('[{"id": "a",\n "problem": }]')
-    with pytest.raises(layouts.DataError, match=r"not valid JSON at line 2"):
-        reading.load_table(path, layout="local_benchmark")
-
-
-def test_missing_column_names_file_layout_and_column(tmp_path):
-    path = write_parquet(tmp_path / "train.parquet", [{"Question": "q", "Answer": "1"}])
-    with pytest.raises(layouts.DataError) as info:
-        reading.load_table(path, layout="opsd_train")
-    message = str(info.value)
-    assert str(path) in message and "'opsd_train'" in message
-    assert "'solution' (for reference_solution)" in message
-    path = write_jsonl(tmp_path / "m.jsonl", [{"problem_idx": 1, "answer": "3"}])
-    with pytest.raises(layouts.DataError, match=r"layout 'matharena' needs column\(s\) 'problem'"):
-        reading.load_table(path, layout="matharena")
-
-
-def test_unsupported_extension_and_missing_file(tmp_path):
-    path = tmp_path / "bench.csv"
-    path.write_text("id,problem,answer\na,p,1\n")
-    with pytest.raises(layouts.DataError, match=r"unsupported file type '\.csv'"):
-        reading.load_table(path, layout="local_benchmark")
-    with pytest.raises(layouts.DataError, match=r"no such file"):
-        reading.load_table(str(tmp_path / "absent.jsonl"), layout="local_benchmark")
-    with pytest.raises(layouts.DataError, match=r"unknown layout 'nope'"):
-        reading.load_table(path, layout="nope")
-
-
 # ------------------------------------------------------------------------------ specs
 
 
@@ -388,71 +301,6 @@ def test_relative_path_resolved_against_base_dir(tmp_path):
     spec["sha256"] = sha256_file(tmp_path / "bench.jsonl")
     frame, _ = ds.load_benchmark(spec, base_dir=tmp_path)
     assert len(frame) == 2
-
-
-@pytest.mark.parametrize(
-    ("spec", "pattern"),
-    [
-        (
-            {"layout": "local_benchmark", "expected_size": 1},
-            "must be one of its forms: a local file",
-        ),
-        (
-            {"path": "a.jsonl", "hf_id": "o/n", "layout": "local_benchmark", "expected_size": 1},
-            r"must be one of its forms: a local file \(path and its sha256\); or a Hugging Face",
-        ),
-        ({"path": "a.jsonl", "expected_size": 1}, "spec: 'layout' is a required property"),
-        # a local file is pinned by its content, as in the workflow config
-        (
-            {"path": "a.jsonl", "layout": "local_benchmark", "expected_size": 1},
-            "'sha256' is a required property",
-        ),
-        (
-            {"path": "a.jsonl", "layout": "local_benchmark", "expected_size": 1, "sha265": "x"},
-            r"spec\.sha265: Additional properties are not allowed",
-        ),
-        (
-            {"hf_id": "MathArena/aime_2025", "layout": "matharena", "expected_size": 30},
-            "spec: 'revision' is a required property",
-        ),
-        (
-            {
-                "hf_id": "MathArena/aime_2025",
-                "revision": "abc",
-                "sha256": "0" * 64,
-                "layout": "matharena",
-                "expected_size": 30,
-            },
-            "a hub dataset is pinned by its revision; path and sha256 are a local file's",
-        ),
-        (
-            {"path": "a.jsonl", "layout": "local_benchmark", "expected_size": "30"},
-            "spec.expected_size: '30' is not of type 'integer'",
-        ),
-        (
-            {"path": "a.jsonl", "sha256": "0" * 64, "layout": "nope", "expected_size": 1},
-            r"spec\.layout: 'nope' is not one of \['hf_aime_2024'",
-        ),
-    ],
-)
-def test_bad_specs(spec, pattern):
-    with pytest.raises(layouts.DataError, match=pattern):
-        ds.load_benchmark(spec)
-
-
-def test_hub_without_datasets_package_names_the_id(monkeypatch):
-    monkeypatch.setitem(sys.modules, "datasets", None)  # makes `import datasets` fail
-    spec = {
-        "hf_id": "siyanzhao/Openthoughts_math_30k_opsd",
-        "revision": "0123abc" * 5 + "01234",  # a 40-hex commit
-        "layout": "opsd_train",
-    }
-    with pytest.raises(layouts.DataError) as info:
-        ds.load_training_set(spec)
-    message = str(info.value)
-    assert "'siyanzhao/Openthoughts_math_30k_opsd'" in message and "`datasets`" in message
-    with pytest.raises(layouts.DataError, match=r"'HuggingFaceH4/aime_2024'"):
-        reading.load_table("HuggingFaceH4/aime_2024", layout="hf_aime_2024", revision="r")
 
 
 @pytest.mark.parametrize("revision", ["main", "0123abc", "v1.0"])

@@ -7,17 +7,11 @@ embedded default's tiny chat template must render the same text as Qwen3's for t
 import pytest
 
 from dashrepro.data.prompts import TeacherProtocol, render_student_prompt, render_teacher_prompt
-from dashrepro.embedded.tiny_tokenizer import train_tokenizer
 
 
 @pytest.fixture(scope="module")
 def protocol(default_config):
     return TeacherProtocol.from_config(default_config["protocol"])
-
-
-@pytest.fixture(scope="module")
-def tiny_tokenizer(default_config):
-    return train_tokenizer(["What is 12 + 34?", *default_config["protocol"].values()], 400)
 
 
 PROBLEM = "Find $xy$ if $\\log_x(y^x)=10$."
@@ -55,26 +49,6 @@ def test_paper_instruction_strings(protocol):
 def test_teacher_refuses_empty_reference(protocol, qwen3_tokenizer):
     with pytest.raises(ValueError, match="reference solution"):
         render_teacher_prompt(qwen3_tokenizer, PROBLEM, "  ", protocol)
-
-
-@pytest.mark.parametrize("thinking", [True, False])
-def test_tiny_template_matches_qwen3(qwen3_tokenizer, tiny_tokenizer, thinking):
-    messages = [{"role": "user", "content": "What is 12 + 34?"}]
-    kwargs = {"tokenize": False, "add_generation_prompt": True, "enable_thinking": thinking}
-    assert tiny_tokenizer.apply_chat_template(
-        messages, **kwargs
-    ) == qwen3_tokenizer.apply_chat_template(messages, **kwargs)
-
-
-def test_tiny_tokenizer_round_trips_and_splits_digits(tiny_tokenizer):
-    text = "So 123 + 45 = 168. The answer is $\\boxed{168}$.<|im_end|>"
-    ids = tiny_tokenizer(text, add_special_tokens=False)["input_ids"]
-    assert tiny_tokenizer.decode(ids) == text
-    digits = [
-        tiny_tokenizer.decode([i]) for i in ids if tiny_tokenizer.decode([i]).strip().isdigit()
-    ]
-    assert all(len(d.strip()) == 1 for d in digits)
-    assert tiny_tokenizer.eos_token == "<|im_end|>" and tiny_tokenizer.pad_token == "<|endoftext|>"
 
 
 def test_evaluation_prompt_with_the_boxed_instruction_is_the_opsd_eval_scripts(qwen3_tokenizer):
@@ -201,14 +175,3 @@ def test_reason_first_teacher_context_is_the_reference_collators(
     assert context[: len(request)] == request and len(request) == min(max_total, len(request))
     if max_total == 40:  # the request was cut from the right: the instruction is gone
         assert len(request) == 40 and "analyze" not in qwen3_tokenizer.decode(request)
-
-
-def test_an_analysis_budget_keeps_the_teacher_within_the_models_positions():
-    from dashrepro.training.teacher import analysis_budget
-
-    requests, responses, transition = [[1] * 30, [1] * 10], [[2] * 5, [2] * 40], [3] * 4
-    assert analysis_budget(4096, requests, transition, responses, None) == 4096
-    assert analysis_budget(4096, requests, transition, responses, 40960) == 4096
-    # longest request + rollout is 50, the transition 4: 100 - 54 tokens are left
-    assert analysis_budget(4096, requests, transition, responses, 100) == 46
-    assert analysis_budget(4096, requests, transition, responses, 50) == 0

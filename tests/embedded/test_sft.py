@@ -3,19 +3,10 @@
 import pandas as pd
 import pytest
 import torch
+from embedded_helpers import ARCHITECTURE
 
 from dashrepro.embedded.sft import accumulate_batch_gradient, build_sft_examples
-from dashrepro.embedded.tiny_model import build_tiny_qwen3, head_dim
-
-ARCHITECTURE = {
-    "hidden_size": 32,
-    "intermediate_size": 64,
-    "num_hidden_layers": 2,
-    "num_attention_heads": 2,
-    "num_key_value_heads": 1,
-    "head_dim": 32,
-    "max_position_embeddings": 128,
-}
+from dashrepro.embedded.tiny_model import build_tiny_qwen3
 
 
 def _gradient(model, batch, groups):
@@ -39,14 +30,6 @@ def test_length_groups_give_the_batch_means_gradient():
     input_ids, attention, labels = collate_right_padded(batch, 0)
     reference = model(input_ids=input_ids, attention_mask=attention, labels=labels).loss
     torch.testing.assert_close(loss_one, reference.detach(), rtol=1e-5, atol=1e-6)
-
-
-def test_head_dim_is_its_own_key():
-    assert head_dim(ARCHITECTURE) == 32
-    assert head_dim({**ARCHITECTURE, "head_dim": None}) == 16  # 32 / 2 heads
-    model = build_tiny_qwen3(ARCHITECTURE, 50, pad_token_id=0, eos_token_id=1, seed=0)
-    assert model.config.head_dim == 32
-    assert model.model.layers[0].self_attn.q_proj.out_features == 2 * 32
 
 
 class _CharTokenizer:

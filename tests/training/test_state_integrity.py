@@ -16,25 +16,29 @@ import random
 import re
 import signal
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_checkpointing import (
+from training_helpers import (
     RUN_CONFIG,
     adapter_tensors,
+    bare_recipe,
+    delete,
+    flip_one_bit,
     load,
     make_run,
     save,
     scrambled_fresh_run,
     train_steps,
+    truncate,
+    write_deepspeed_states,
+    zero_bytes,
 )
 
 from dashrepro.training import state_choice, state_integrity
 from dashrepro.training.checkpointing import StateFileError
-from dashrepro.training.recipe import DistillationRecipe
 from dashrepro.training.state_choice import choose_state, prune_states
 from dashrepro.training.state_integrity import (
     STATE_FILE,
@@ -73,26 +77,6 @@ def states(tmp_path):
             save(state_dir(root, step), model, optimizer, scheduler, rng, step, data_state)
             prune_states(root, keep_steps=set())
     return root, adapter_tensors(model)
-
-
-def flip_one_bit(path: Path) -> None:
-    """Flip the lowest bit of the file's last byte: a tensor's value, past the header."""
-    data = bytearray(path.read_bytes())
-    data[-1] ^= 0x01
-    path.write_bytes(bytes(data))
-
-
-def truncate(path: Path) -> None:
-    data = path.read_bytes()
-    path.write_bytes(data[: len(data) // 2])
-
-
-def zero_bytes(path: Path) -> None:
-    path.write_bytes(b"")
-
-
-def delete(path: Path) -> None:
-    path.unlink()
 
 
 # (file, fault, what the problem line says after the path: a regular expression)
@@ -307,25 +291,6 @@ def test_pruned_and_partial_folders_are_passed_over_not_discarded(states):
 # ------------------------------------------------------------------------------------------------
 
 
-class FakeAccelerator:
-    def __init__(self, main: bool = True):
-        self.is_main_process = main
-        self.barriers = 0
-
-    def wait_for_everyone(self):
-        self.barriers += 1
-
-
-def bare_recipe(root: Path, deepspeed: bool, main: bool = True) -> DistillationRecipe:
-    recipe = DistillationRecipe.__new__(DistillationRecipe)
-    recipe.resume_root = root
-    recipe.deepspeed = deepspeed
-    recipe.lines = []
-    recipe.log = recipe.lines.append
-    recipe.accelerator = FakeAccelerator(main)
-    return recipe
-
-
 @pytest.mark.parametrize("deepspeed", [False, True], ids=["ddp", "deepspeed"])
 def test_the_recipe_falls_back_to_the_previous_state_and_logs_it(states, deepspeed):
     root, _ = states
@@ -375,67 +340,6 @@ def test_a_deepspeed_state_without_its_engine_folder_is_passed_over(states):
     )
 
 
-def deepspeed_recipe(tmp_path, monkeypatch) -> DistillationRecipe:
-    """A bare DeepSpeed recipe whose ``_write_state`` saves a toy run's states under
-    ``tmp_path/.resume`` (the records' parquet files not written)."""
-    model, optimizer, scheduler = make_run(lora_seed=1)
-    recipe = bare_recipe(tmp_path / ".resume", deepspeed=True)
-    recipe.rows, recipe.traces, recipe.contexts = [], [], []
-    recipe.policy, recipe.optimizer_state, recipe.scheduler = model, optimizer, scheduler
-    recipe.layout = SimpleNamespace(micros_per_step=1, micro=2)
-    recipe.seed, recipe.run_config = 3, RUN_CONFIG
-    monkeypatch.setattr("dashrepro.training.run_states.write_parquet", lambda *args, **kw: None)
-    return recipe
-
-
-def test_the_recipe_keeps_the_deepspeed_folders_of_the_two_newest_states(tmp_path, monkeypatch):
-    recipe = deepspeed_recipe(tmp_path, monkeypatch)
-    root = recipe.resume_root
-    root.mkdir()
-    (root / "deepspeed-step-000009").mkdir()  # a kill between DeepSpeed's save and the state's
-    for step in (1, 2, 3, 4):
-        (root / f"deepspeed-step-{step:06d}").mkdir()  # accelerator.save_state comes first
-        recipe._write_state(step)
-        kept = sorted(p.name for p in root.glob("deepspeed-step-*"))
-        assert kept == [f"deepspeed-step-{s:06d}" for s in (step - 1, step) if s >= 1]
-    assert state_choice.newest_complete_steps(root) == [3, 4]
-    assert all((state_dir(root, s) / "optimizer.pt").is_file() for s in (3, 4))
-    assert not any((state_dir(root, s) / "optimizer.pt").exists() for s in (1, 2))
-
-
-def write_deepspeed_states(tmp_path, monkeypatch, steps=(1, 2, 3)) -> DistillationRecipe:
-    """States written by the recipe's ``_write_state`` of a DeepSpeed run, each beside a stand-in
-    engine folder with a partition file of its own bytes (accelerator.save_state comes first)."""
-    recipe = deepspeed_recipe(tmp_path, monkeypatch)
-    root = recipe.resume_root
-    for step in steps:
-        engine = root / f"deepspeed-step-{step:06d}" / "pytorch_model"
-        engine.mkdir(parents=True)
-        (engine / "zero_pp_rank_0_optim_states.pt").write_bytes(bytes([step]) * 64)
-        recipe._write_state(step)
-    return recipe
-
-
-@pytest.mark.parametrize(
-    "fault", [flip_one_bit, truncate, delete], ids=["flipped", "truncated", "deleted"]
-)
-def test_a_damaged_deepspeed_partition_is_named_and_its_state_passed_over(
-    tmp_path, monkeypatch, fault
-):
-    recipe = write_deepspeed_states(tmp_path, monkeypatch)
-    root = recipe.resume_root
-    partition = root / "deepspeed-step-000003/pytorch_model/zero_pp_rank_0_optim_states.pt"
-    fault(partition)
-    recipe.lines.clear()
-    assert recipe._resumable_state() == state_dir(root, 2)
-    [line] = recipe.lines
-    assert line.startswith(
-        f"[train] discarding damaged training state {state_dir(root, 3)}: {partition}: "
-    )
-    assert not (root / "deepspeed-step-000003").exists()
-    assert (root / "deepspeed-step-000002").is_dir()
-
-
 def test_a_file_added_to_a_deepspeed_folder_is_named(tmp_path, monkeypatch):
     recipe = write_deepspeed_states(tmp_path, monkeypatch)
     stray = recipe.resume_root / "deepspeed-step-000003/pytorch_model/extra.pt"
@@ -444,22 +348,6 @@ def test_a_file_added_to_a_deepspeed_folder_is_named(tmp_path, monkeypatch):
         state_dir(recipe.resume_root, 3), "deepspeed_files", stray.parents[1]
     )
     assert problems == [f"{stray}: not in the state's record"]
-
-
-def test_intact_deepspeed_states_verify_and_older_records_are_checked_for_presence(
-    tmp_path, monkeypatch
-):
-    recipe = write_deepspeed_states(tmp_path, monkeypatch)
-    recipe.lines.clear()
-    assert recipe._resumable_state() == state_dir(recipe.resume_root, 3)
-    assert recipe.lines == []
-    # A record without the key (written before DeepSpeed folders were hashed): nothing to compare.
-    assert (
-        state_integrity.companion_folder_problems(
-            state_dir(recipe.resume_root, 3), "other", tmp_path
-        )
-        == []
-    )
 
 
 # ------------------------------------------------------------------------------------------------

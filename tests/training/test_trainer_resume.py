@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from test_trainer import LORA
+from training_helpers import LORA
 
 from dashrepro.training.preemption import PREEMPTED_EXIT_CODE
 

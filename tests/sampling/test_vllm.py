@@ -1,4 +1,4 @@
-"""The vLLM sampling backend: request seeds, SamplingParams mapping, output conversion, LoRA ids.
+"""Tests for dashrepro.sampling.vllm: SamplingParams mapping, output conversion, LoRA ids.
 
 vLLM is not installed on the CPU machines, so the engine is replaced by a fake ``vllm`` module
 (injected into ``sys.modules``) that records what ``VLLMSampler`` asks of it. The test marked
@@ -15,24 +15,16 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from sampling_helpers import ARCH, save_random_lora, save_tiny_model
 
 from dashrepro.sampling import Sample, SamplingSettings, make_sampler, request_seed
-from dashrepro.sampling.hf import HFSampler, sample_responses
+from dashrepro.sampling.hf import HFSampler
 from dashrepro.sampling.vllm import VLLMSampler, sampling_params_kwargs, to_sample
 
 EOS = 2
 
+
 # --- pure functions ------------------------------------------------------------------------
-
-
-def test_request_seed_is_deterministic_distinct_and_31_bit():
-    seeds = [request_seed(7, i) for i in range(1000)]
-    assert seeds == [request_seed(7, i) for i in range(1000)]
-    assert len(set(seeds)) == 1000
-    assert all(0 <= s < 2**31 for s in seeds)
-    # Neighbouring base seeds do not share request seeds (no base + index collisions).
-    assert set(seeds).isdisjoint(request_seed(8, i) for i in range(1000))
-    assert request_seed(0, 1) != request_seed(1, 0)
 
 
 def test_sampling_params_kwargs_maps_the_settings():
@@ -267,80 +259,6 @@ def test_make_sampler_picks_the_backend(fake_vllm):
         make_sampler("sglang", base_model="b")
 
 
-# --- HFSampler on the tiny model --------------------------------------------------------------
-
-ARCH = {"hidden_size": 32, "intermediate_size": 64, "num_hidden_layers": 1, "num_attention_heads": 2,
-        "num_key_value_heads": 1, "max_position_embeddings": 256}  # fmt: skip
-TARGETS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
-
-
-def save_tiny_model(folder: Path, arch: dict) -> tuple[Path, object, list[str]]:
-    """A tiny Qwen3 + tokenizer saved as a model folder; returns it, the tokenizer and prompts."""
-    from dashrepro.data.prompts import render_student_prompt
-    from dashrepro.embedded.synthetic_data import make_dataset
-    from dashrepro.embedded.tiny_model import build_tiny_qwen3
-    from dashrepro.embedded.tiny_tokenizer import train_tokenizer
-
-    train, _ = make_dataset(20, {"b": {"task": "add2", "n": 2}}, 0)
-    tokenizer = train_tokenizer([*train["problem"], *train["reference_solution"]], 400)
-    model = build_tiny_qwen3(
-        arch, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, 0
-    )
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    prompts = [render_student_prompt(tokenizer, p) for p in train["problem"][:4]]
-    return folder, tokenizer, prompts
-
-
-def save_random_lora(base_dir: Path, out_dir: Path, rank: int, seed: int) -> None:
-    """A peft adapter folder with non-zero B (so it changes the model), as the trainer saves."""
-    from peft import LoraConfig, get_peft_model
-    from transformers import AutoModelForCausalLM
-
-    torch.manual_seed(seed)
-    base = AutoModelForCausalLM.from_pretrained(str(base_dir))
-    config = LoraConfig(r=rank, lora_alpha=2 * rank, target_modules=TARGETS,
-                        init_lora_weights=False, task_type="CAUSAL_LM")  # fmt: skip
-    get_peft_model(base, config).save_pretrained(str(out_dir))
-
-
-@pytest.fixture(scope="module")
-def tiny_model_dir(tmp_path_factory):
-    return save_tiny_model(tmp_path_factory.mktemp("tiny-base"), ARCH)
-
-
-def test_hf_sampler_matches_sample_responses_and_caches_policies(
-    tiny_model_dir, tmp_path, monkeypatch
-):
-    from dashrepro.sampling import hf
-
-    folder, tokenizer, prompts = tiny_model_dir
-    adapter = tmp_path / "adapter"
-    save_random_lora(folder, adapter, rank=4, seed=1)
-    settings = SamplingSettings(temperature=1.0, max_new_tokens=6)
-
-    loads = []
-    real = hf.load_policy
-    monkeypatch.setattr(hf, "load_policy", lambda *a, **kw: loads.append(a[1]) or real(*a, **kw))
-    sampler = make_sampler("hf", base_model=folder)
-    base = sampler.sample(prompts, settings, seed=3)
-    expected = sample_responses(real(folder, None), tokenizer, prompts, settings, seed=3)
-    assert [s.token_ids for s in base] == [s.token_ids for s in expected]
-    assert [s.text for s in base] == [s.text for s in expected]
-    assert all(s.seed == 3 for s in base)  # one seed per HF call
-
-    tuned = sampler.sample(prompts, settings, seed=3, adapter_dir=adapter)
-    expected = sample_responses(real(folder, adapter), tokenizer, prompts, settings, seed=3)
-    assert [s.token_ids for s in tuned] == [s.token_ids for s in expected]
-
-    sampler.sample(prompts, settings, seed=4)
-    sampler.sample(prompts, settings, seed=4, adapter_dir=adapter)
-    assert len(loads) == 2  # base and adapter policies stay cached
-    sampler.sync_adapter(adapter)  # the adapter folder was rewritten
-    sampler.sample(prompts, settings, seed=4, adapter_dir=adapter)
-    assert len(loads) == 3 and Path(loads[-1]) == adapter.resolve()
-
-
 # --- the real engine (GPU) ---------------------------------------------------------------------
 
 
@@ -391,24 +309,3 @@ def test_vllm_sampler_on_a_tiny_qwen3(tmp_path):
     sampler.sync_adapter(adapter)
     retuned = sampler.sample(prompts, settings, seed=3, adapter_dir=adapter)
     assert [s.token_ids for s in retuned] != [s.token_ids for s in tuned]
-
-
-def test_sample_responses_sends_the_prompts_to_the_models_device(tiny_model_dir):
-    """A policy on a GPU takes no CPU tensors (the trainer's HF rollouts and load_policy's
-    policy sit on the GPU there). A stand-in model reports another device and records where
-    the prompts arrive; the CPU has no second device to run on."""
-    _, tokenizer, prompts = tiny_model_dir
-
-    class ElsewhereModel(torch.nn.Module):
-        device = torch.device("meta")
-        training = False
-
-        def generate(self, input_ids, attention_mask, **kwargs):
-            self.seen = (input_ids.device, attention_mask.device)
-            rows = torch.full((input_ids.shape[0], 2), tokenizer.eos_token_id)
-            return torch.cat([torch.zeros_like(input_ids, device="cpu"), rows], dim=1)
-
-    model = ElsewhereModel()
-    samples = sample_responses(model, tokenizer, prompts[:2], SamplingSettings(), seed=0)
-    assert model.seen == (torch.device("meta"), torch.device("meta"))
-    assert [s.finish_reason for s in samples] == ["stop", "stop"]
