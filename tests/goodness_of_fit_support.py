@@ -17,7 +17,7 @@ from conftest import REPO_ROOT
 from random_models import save_random_lora, trainable_base
 
 from dashrepro.sampling import SamplingSettings
-from dashrepro.sampling.goodness_of_fit import Fit, sampler_fit
+from dashrepro.sampling.goodness_of_fit import Fit, draw_responses, responses_fit
 
 N_PROMPTS = 8
 REPEATS = 256  # responses per prompt: 9,000-30,000 scored tokens per setting
@@ -76,7 +76,18 @@ def fit_setup(folder: Path, protocol: dict) -> dict:
 
 
 def fit(setup: dict, sampler, settings, adapter, reference=None, seed: int = 3) -> Fit:
-    return sampler_fit(
-        sampler, setup["policies"][adapter], setup["prompts"], settings, seed=seed,
-        repeats=REPEATS, adapter_dir=setup["adapters"][adapter], reference=reference,
-    )  # fmt: skip
+    """The sampler's fit at ``settings``, scored at ``reference`` (default: ``settings``). A draw
+    is kept in ``setup``: the power tests score a sampler test's draw again at other settings
+    instead of drawing it again (the same sampler, setting, adapter and seed give the same
+    tokens)."""
+    key = (id(sampler), settings, adapter, seed)
+    draws = setup.setdefault("draws", {})
+    if key not in draws:
+        draws[key] = draw_responses(
+            sampler, setup["prompts"], settings, seed=seed, repeats=REPEATS,
+            adapter_dir=setup["adapters"][adapter],
+        )  # fmt: skip
+    policy = setup["policies"][adapter]
+    return responses_fit(
+        sampler.tokenizer, policy, setup["prompts"], draws[key], reference or settings
+    )

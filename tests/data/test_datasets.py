@@ -1,7 +1,8 @@
-"""Tests for dashrepro.data.datasets and the modules it re-exports (layouts, reading, report):
-layouts, cleaning, malformed files, spec checks, real benchmarks. Run with
-``pytest tests/data``; the real-benchmark tests (marker ``shared_data``) skip when the benchmark
-files are absent."""
+"""Tests for dashrepro.data.datasets: loading a training set or benchmark through each source
+layout, cleaning, malformed files, size and hash checks, hub pins, the CLI, the held-out
+validation split, and the real benchmarks (marker ``shared_data``: skipped when the benchmark
+files are absent). The modules it re-exports have their own files: test_layouts.py,
+test_reading.py, test_data_report.py."""
 
 from __future__ import annotations
 

