@@ -4,7 +4,7 @@ The first test is the one that keeps the shipped weights honest: it makes the de
 set and tokenizer with the real rules (in a copy of the repository), computes the recipe the SFT
 rule would ask for, and requires it to be the shipped one -- so a change to the default's data,
 SFT settings, architecture, prompts or SFT code fails here, naming the keys, until a warm start
-of the new recipe is trained and shipped (README, "Which digits hold on another machine").
+of the new recipe is trained and shipped (docs/reproducibility.md, "Which digits hold on another machine").
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def test_the_default_reuses_the_shipped_warm_start_byte_for_byte(repo_root, tmp_
     assert record["reused"] == "dashrepro.embedded.warm_start" and "made_with" not in record
     assert record["shipped_sha256"]["model.safetensors"] == shipped["model_sha256"]
     assert record["shipped_sha256"] == warm_start.shipped_hashes()
-    # The README's ship command refuses a folder that only copied the shipped warm start.
+    # The ship command of docs/reproducibility.md refuses a folder that only copied the shipped warm start.
     ship = subprocess.run(
         [sys.executable, "-m", "dashrepro.embedded.warm_start", "results/tiny/base_model/tiny"],
         cwd=workdir,

@@ -1,6 +1,6 @@
 """``benchmarks/gpu_proof.py``'s CPU twin: every stage of the GPU proof at the small shape.
 
-The script is what a lent GPU runs (README, "On a GPU"); here its stages run on the CPU so that
+The script is what a lent GPU runs (docs/performance.md, "On a GPU"); here its stages run on the CPU so that
 it cannot rot between leases. As on a bare GPU machine, Snakemake is kept out of the stages'
 interpreter (the merged paper config travels as JSON), which is how the first GPU run failed.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks/gpu_proof.py"
-README = (ROOT / "README.md").read_text()
+PERFORMANCE_PAGE = (ROOT / "docs/performance.md").read_text()
 
 
 def test_gpu_proof_runs_every_stage_at_the_small_shape(tmp_path):
@@ -91,14 +91,14 @@ def test_gpu_proof_runs_every_stage_at_the_small_shape(tmp_path):
 
 
 def test_the_measured_gpu_report_is_what_its_summary_gives(tmp_path):
-    """The README's command rewrites a lease's report and GPU-hours from its summary.json: the
+    """The command on docs/performance.md rewrites a lease's report and GPU-hours from its summary.json: the
     committed ones are what it writes."""
     measured = ROOT / "benchmarks/measured/gpu_proof_h200_2026-11-27"
     copy = tmp_path / measured.name
     copy.mkdir()
     (copy / "summary.json").write_bytes((measured / "summary.json").read_bytes())
     command = f"python benchmarks/gpu_proof.py --out {copy} --costs"
-    assert command.replace(str(copy), str(measured.relative_to(ROOT))) in README
+    assert command.replace(str(copy), str(measured.relative_to(ROOT))) in PERFORMANCE_PAGE
     subprocess.run([sys.executable, *command.split()[1:]], cwd=ROOT, check=True,
                    capture_output=True)  # fmt: skip
     for name in ("report.md", "costs.json"):

@@ -1,4 +1,5 @@
-"""``benchmarks/sampling.py`` (the README's HF-vs-vLLM speed command) runs and reports, in .venv-vllm.
+"""``benchmarks/sampling.py`` (docs/performance.md's HF-vs-vLLM speed command) runs and
+reports, in .venv-vllm.
 
 A smoke run on a small random model: one sample per problem and 8 tokens, so the numbers mean
 nothing; what is checked is that both backends ran through the samplers and the report holds a

@@ -53,8 +53,8 @@ STEPS = 4
 #: A small step: the students stay near the base model, which solves problems (a table of
 #: zeros would hold whatever the samples said).
 TRAIN_LR = 1e-4
-#: The engines' CPU options (fp32, no torch.compile, a fixed KV cache), as the README's command
-#: gives them to the whole default.
+#: The engines' CPU options (fp32, no torch.compile, a fixed KV cache), as the command of
+#: docs/getting-started.md gives them to the whole default.
 VLLM_OVERLAY = REPO_ROOT / "config/experiments/tiny_vllm_cpu.yaml"
 #: The accuracy comparison: samples per problem of the AIME-2024 stand-in (50 problems) per
 #: backend, and its false-alarm rate by design.
@@ -74,7 +74,7 @@ def base_config(default_file: dict) -> dict:
 
 def dag_config(default: dict, base_model: Path) -> dict:
     """The smoke run's config cut to the main table at one seed, scale ``tiny`` pretrained from
-    ``base_model``, both samplers on vLLM with the README's overlay."""
+    ``base_model``, both samplers on vLLM with the overlay of docs/getting-started.md."""
     config = smoke_config(default, "vllm")
     table = config["tables"]["main_results"]
     table.update(methods=METHODS, options={**table["options"], "sections": [{"methods": METHODS}]})

@@ -2,7 +2,8 @@
 
 The end-to-end test (test_workflow.py) runs a far smaller DAG, too short to move any model.
 These read ``results/tiny`` as the demo leaves it and skip, saying so, when it is not there (a
-fresh clone, CI): what the README reports must hold on those files.
+fresh clone, CI): what docs/expected-results.md and docs/getting-started.md report about
+the default run must hold on those files.
 """
 
 from __future__ import annotations

@@ -1,8 +1,9 @@
-"""README "Extending", followed literally: a new aggregation with one parameter and a new table
-of an existing kind, added in a copy of the repository from the README's own code blocks; the
-DAG plans the new method, trains it at the embedded scale and builds the table.
+"""docs/extending.md's section "Extending", followed literally: a new aggregation with one
+parameter and a new table of an existing kind, added in a copy of the repository from the page's
+own code blocks; the DAG plans the new method, trains it at the embedded scale and builds the
+table.
 
-The README's command runs as written, with one overlay before the README's: the workflow tests'
+The page's command runs as written, with one overlay before the page's: the workflow tests'
 smoke settings (``smoke_config``, experiment ``tiny``), so that the run takes a minute or two.
 """
 
@@ -21,28 +22,32 @@ BLOCK = re.compile(r"```(python|yaml)\n# (append to |)(\S+?):?(?: [^\n]*)?\n(.*?
 COMMAND = re.compile(r"Then `(snakemake [^`]+)`")
 
 
-def extending_section(readme: str) -> str:
-    return readme.split("## Extending\n", 1)[1].split("\n## ", 1)[0]
+#: The page whose section "Extending" the test follows.
+PAGE = "docs/extending.md"
+
+
+def extending_section(page: str) -> str:
+    return page.split("## Extending\n", 1)[1].split("\n## ", 1)[0]
 
 
 def bullet_files(section: str, title: str) -> set[str]:
-    """The file names a README bullet names in backticks (paths and file names)."""
+    """The file names a bullet of the section names in backticks (paths and file names)."""
     bullet = section.split(f"- **{title}**", 1)[1].split("\n- **", 1)[0].split("```", 1)[0]
     return {name for name in re.findall(r"`([^`]+)`", bullet) if re.search(r"\.\w+$", name)}
 
 
 @pytest.fixture(scope="module")
 def extended(repo_root, tmp_path_factory, default_config):
-    """The copy with the README's changes made, and what was changed."""
+    """The copy with the page's changes made, and what was changed."""
     from conftest import copy_tracked_files
 
     copy = copy_tracked_files(repo_root, tmp_path_factory.mktemp("extended"))
-    section = extending_section((repo_root / "README.md").read_text())
+    section = extending_section((repo_root / PAGE).read_text())
     changed = []
     for _language, append, path, body in BLOCK.findall(section):
         target = copy / path
         if append:
-            assert target.is_file(), f"README appends to {path}, which does not exist"
+            assert target.is_file(), f"{PAGE} appends to {path}, which does not exist"
             target.write_text(target.read_text() + "\n\n" + body)
         else:
             target.parent.mkdir(parents=True, exist_ok=True)
@@ -56,7 +61,7 @@ def extended(repo_root, tmp_path_factory, default_config):
     return copy, section, changed, argv
 
 
-def test_the_readme_names_exactly_the_files_the_extension_changes(extended):
+def test_the_page_names_exactly_the_files_the_extension_changes(extended):
     _, section, changed, _ = extended
     overlay = "config/experiments/my_extension.yaml"
     assert set(changed) == {

@@ -410,7 +410,7 @@ def test_an_edited_table_or_a_swapped_adapter_stops_all_naming_the_file(run_copy
 
 
 def test_killed_snakemake_resumes_with_unlock_then_rerun_incomplete(run_copy, repo_root):
-    """The README's resume steps, after `kill -9` of Snakemake itself in the middle of a job."""
+    """docs/troubleshooting.md's resume steps, after `kill -9` of Snakemake itself in a job."""
     import os
     import signal
     import time
@@ -435,7 +435,7 @@ def test_killed_snakemake_resumes_with_unlock_then_rerun_incomplete(run_copy, re
     locked = snakemake(run_copy, repo_root, "--cores", "1", "all")
     said = locked.stdout + locked.stderr
     # What Snakemake names first depends on whether the killed run had started its job: the
-    # stale lock, or that job's incomplete outputs (checked before the lock). The README's two
+    # stale lock, or that job's incomplete outputs (checked before the lock). The page's two
     # steps, --unlock then --rerun-incomplete, clear either.
     assert locked.returncode != 0 and ("--unlock" in said or "--rerun-incomplete" in said)
     assert snakemake(run_copy, repo_root, "--unlock").returncode == 0
@@ -592,7 +592,7 @@ def test_the_fault_probe_names_every_fault_snakemake_lets_through(finished_run, 
     damaged result, bad overlay value and damaged base model is named, and a touched but unchanged
     base model reruns nothing (profiles/default: checksums up to 8 MB). An empty or non-UTF-8
     overlay is refused by Snakemake's own loader before the workflow's code runs, without the
-    file's name (README: `python -m dashrepro.experiment.config` names it)."""
+    file's name (docs/getting-started.md: `python -m dashrepro.experiment.config` names it)."""
     import importlib.util
 
     workdir, _ = finished_run

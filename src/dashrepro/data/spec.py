@@ -25,7 +25,7 @@ SCHEMA_PATH = Path(__file__).with_name("dataset_spec.yaml")
 @functools.cache
 def _schema() -> dict:
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
-    schema["properties"]["layout"] = {"enum": sorted(LAYOUTS)}
+    schema["properties"]["layout"]["enum"] = sorted(LAYOUTS)
     return schema
 
 

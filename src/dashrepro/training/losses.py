@@ -140,7 +140,7 @@ def grpo_token_advantages(
     recursion (``objectives.discounted_token_advantages``) spreads it: a_t = A_hat at t = T and
     0 before, so A_t = (gamma lambda)^(T - t) A_hat -- GAE with gamma = lambda = 0.95 (paper
     appendix ``sec:outcome_optimization``) and no critic. The paper gives no formula; this
-    choice is ours and is documented in the README.
+    choice is ours and is documented in docs/methods.md ("Where the paper is silent").
     """
     mask = mask.bool()
     if not grpo.get("aggregate", True):

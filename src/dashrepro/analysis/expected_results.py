@@ -1,0 +1,287 @@
+"""The expected-results page, written from a finished run's files, never by hand.
+
+Reads ``results/<experiment>/``: the main table, its cells' intervals, the lift over the base
+student and the paired differences against the reference method (``statistics/``), the base
+model's accuracies, the job timings, the provenance records (wall time, CPU) and one figure. It
+writes ``docs/expected-results.md`` and the block between the README's markers; ``--check``
+compares both with what the run's files give.
+
+    python -m dashrepro.analysis.expected_results results/tiny          # write the page
+    python -m dashrepro.analysis.expected_results results/tiny --check  # exit 1 if stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from dashrepro import layout
+from dashrepro.io import atomic_path, sha256_file, write_text
+from dashrepro.layout import REPO_ROOT
+
+PAGE = REPO_ROOT / "docs" / "expected-results.md"
+README = REPO_ROOT / "README.md"
+FIGURE = "checkpoint_curves"  # the figure the README shows
+FIGURE_COPY = REPO_ROOT / "docs" / "assets" / f"{FIGURE}.png"
+BEGIN = "<!-- expected-results:begin"
+END = "<!-- expected-results:end -->"
+COLUMNS = ("aime2024", "aime2025", "hmmt_feb2025", "average")
+
+
+@dataclass(frozen=True)
+class RunFacts:
+    """What the page says of one run, each read from a file of the run."""
+
+    experiment: str
+    table: str  # main_results.md as written
+    cells: list[dict]  # cell_statistics rows of the main table
+    lifts: list[dict]  # base_lift rows of the main table
+    paired: list[dict]  # paired_differences rows of the main table
+    base: dict  # eval/base/<scale>/accuracy.json
+    seconds_by_rule: dict[str, tuple[int, float]]  # rule -> (jobs, job-seconds)
+    started: datetime  # the first job's start
+    wall_seconds: float  # first job's start to last job's end
+    cpu: str
+    kernel_path: str
+    sources: dict[str, str]  # file (relative to the run's folder) -> sha256
+    figure: Path  # the PNG the README shows
+
+
+def _rows(path: Path, table: str = "main_results") -> list[dict]:
+    with path.open(newline="") as handle:
+        return [row for row in csv.DictReader(handle) if row.get("table") == table]
+
+
+def _timings(run: Path) -> dict[str, tuple[int, float]]:
+    """Jobs and job-seconds per rule from ``job_timings/`` (Snakemake's ``benchmark:`` files)."""
+    totals: dict[str, list[float]] = defaultdict(list)
+    for path in sorted((run / "job_timings").rglob("*.tsv")):
+        rule = path.relative_to(run / "job_timings").parts[0].removesuffix(".tsv")
+        with path.open() as handle:
+            row = next(csv.DictReader(handle, delimiter="\t"))
+        totals[rule].append(float(row["s"]))
+    return {rule: (len(s), sum(s)) for rule, s in totals.items()}
+
+
+def _provenance(run: Path) -> tuple[datetime, float, str, str]:
+    """When the run started, its wall seconds (first job's start to last job's end), and the
+    CPU and kernel path its provenance records name."""
+    starts, ends, cpus, paths = [], [], set(), set()
+    for path in run.rglob("*.provenance.json"):
+        record = json.loads(path.read_text())
+        starts.append(datetime.fromisoformat(record["started_utc"]))
+        ends.append(datetime.fromisoformat(record["finished_utc"]))
+        numerics = record.get("numerics") or {}
+        cpus.add(numerics.get("cpu"))
+        paths.add(numerics.get("aten_cpu_capability"))
+    if not starts:
+        raise FileNotFoundError(f"{run}: no provenance records (is this a finished run?)")
+    wall = (max(ends) - min(starts)).total_seconds()
+    return min(starts), wall, ", ".join(sorted(cpus - {None})), ", ".join(sorted(paths - {None}))
+
+
+def read_run(experiment: str, directory: Path = Path(".")) -> RunFacts:
+    """The facts of the run of ``experiment`` under ``directory`` (where its ``results/`` is),
+    with the files they come from."""
+    results = layout.Results(experiment)
+    run = directory / results.root
+    files = {
+        "table": directory / results.table("main_results", "md"),
+        "cells": directory / results.statistics(layout.CELL_STATISTICS),
+        "lifts": directory / results.statistics(layout.BASE_LIFT),
+        "paired": directory / results.statistics(layout.PAIRED_DIFFERENCES),
+    }
+    for name, path in files.items():
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: the run has no {name} file (run `all` first)")
+    cells = _rows(files["cells"])
+    files["base"] = directory / results.base_eval_file(layout.BASE_ACCURACY, cells[0]["scale"])
+    if not files["base"].is_file():
+        raise FileNotFoundError(f"{files['base']}: the run has no base model evaluation")
+    started, wall, cpu, kernel = _provenance(run)
+    return RunFacts(
+        experiment=experiment,
+        table=files["table"].read_text().strip(),
+        cells=cells,
+        lifts=_rows(files["lifts"]),
+        paired=_rows(files["paired"]),
+        base=json.loads(files["base"].read_text()),
+        seconds_by_rule=_timings(run),
+        started=started,
+        wall_seconds=wall,
+        cpu=cpu,
+        kernel_path=kernel,
+        sources={str(p.relative_to(directory)): sha256_file(p) for p in files.values()},
+        figure=directory / results.figure(FIGURE, "png"),
+    )
+
+
+def _labels(facts: RunFacts) -> dict[str, str]:
+    """Method key -> the main table's row label (the statistics keep the table's row order)."""
+    keys = list(dict.fromkeys(row["row"] for row in facts.cells))
+    lines = [line for line in facts.table.splitlines() if line.startswith("| ")][1:]
+    labels = [line.split("|")[1].strip() for line in lines if not line.startswith("|---")]
+    return dict(zip(keys, labels, strict=True))
+
+
+def _interval_table(
+    rows: list[dict], value: str, labels: dict[str, str], signed=False
+) -> list[str]:
+    """One row per method, one ``value [low, high]`` cell per column."""
+    spec = "+.2f" if signed else ".2f"
+    cells: dict[str, dict[str, str]] = defaultdict(dict)
+    for row in rows:
+        low, high = float(row["ci_low"]), float(row["ci_high"])
+        cells[row["row"]][row["column"]] = (
+            f"{float(row[value]):{spec}} [{low:{spec}}, {high:{spec}}]"
+        )
+    lines = ["| Method | AIME 2024 | AIME 2025 | HMMT 2025 | Average |", "|---|---|---|---|---|"]
+    for key, by_column in cells.items():
+        lines.append(
+            f"| {labels.get(key, key)} | " + " | ".join(by_column[c] for c in COLUMNS) + " |"
+        )
+    return lines
+
+
+def _minutes(seconds: float) -> str:
+    return f"{int(seconds // 60)} min {round(seconds % 60):02d} s"
+
+
+def _when(facts: RunFacts) -> str:
+    jobs = sum(n for n, _ in facts.seconds_by_rule.values())
+    return (
+        f"{jobs} jobs in {_minutes(facts.wall_seconds)} (first job's start to last job's end) "
+        f"on {facts.started:%Y-%m-%d}, on {facts.cpu} with torch's {facts.kernel_path} kernels "
+        "(from the run's provenance records)"
+    )
+
+
+def readme_block(facts: RunFacts) -> str:
+    """The README's block: the main table with its intervals, the run's time and CPU, a figure."""
+    labels = _labels(facts)
+    interval = facts.cells[0]["interval"]
+    lines = [
+        f"The main table of the embedded default, each cell with its 95 % interval ({interval}, "
+        "clustered by problem):",
+        "",
+        *_interval_table(facts.cells, "value", labels),
+        "",
+        f"Measured: {_when(facts)}.",
+        "",
+        f"![{FIGURE}](docs/assets/{FIGURE}.png)",
+    ]
+    return "\n".join(lines)
+
+
+def _base_lines(facts: RunFacts) -> list[str]:
+    student, teacher = facts.base["student"], facts.base["teacher"]
+    per = ", ".join(
+        f"{name} {student['benchmarks'][name]['avg_at_k']:.2f}" for name in student["benchmarks"]
+    )
+    return [
+        f"The base student averages {student['mean_over_benchmarks']:.2f} ({per}); the "
+        f"privileged teacher {teacher['mean_over_benchmarks']:.2f} "
+        f"(`{facts.experiment}`'s base model evaluation, `accuracy.json`).",
+    ]
+
+
+def _timing_lines(facts: RunFacts) -> list[str]:
+    rows = sorted(facts.seconds_by_rule.items(), key=lambda item: -item[1][1])
+    total = sum(s for _, s in facts.seconds_by_rule.values())
+    lines = ["| rule | jobs | job-seconds |", "|---|---|---|"]
+    lines += [f"| `{rule}` | {n} | {s:.0f} |" for rule, (n, s) in rows]
+    lines.append(f"| total | {sum(n for n, _ in facts.seconds_by_rule.values())} | {total:.0f} |")
+    return lines
+
+
+def page(facts: RunFacts) -> str:
+    """The whole expected-results page."""
+    labels = _labels(facts)
+    reference = facts.paired[0]["reference"] if facts.paired else "the reference"
+    command = f"python -m {__spec__.name if __spec__ else 'dashrepro.analysis.expected_results'}"
+    lines = [
+        "# Expected results",
+        "",
+        f"Written by `{command} {facts.experiment}` from a finished run's files (listed at the",
+        "end with their sha256); do not edit by hand. Another CPU gives the same base model and",
+        "nearly every digit of these tables: [which digits hold](reproducibility.md).",
+        "",
+        "## The main table",
+        "",
+        "Each cell is the mean over seeds ± their std; the top three distinct values of each",
+        "column are marked (bold, underlined, italic: the paper's rank shading).",
+        "",
+        facts.table,
+        "",
+        "## How noisy",
+        "",
+        "Each cell's 95 % interval, resampling problems (and seeds where there are several):",
+        "",
+        *_interval_table(facts.cells, "value", labels),
+        "",
+        "## Lift over the base student",
+        "",
+        *_base_lines(facts),
+        "",
+        *_interval_table(facts.lifts, "difference", labels, signed=True),
+        "",
+        f"## Against {labels.get(reference, reference)} on the same problems",
+        "",
+        *_interval_table(facts.paired, "difference", labels, signed=True),
+        "",
+        "## Time",
+        "",
+        f"{_when(facts)[0].upper()}{_when(facts)[1:]}. The jobs' own seconds, from",
+        "`job_timings/` (Snakemake's `benchmark:` files):",
+        "",
+        *_timing_lines(facts),
+        "",
+        f"![{FIGURE}](assets/{FIGURE}.png)",
+        "",
+        "## Source files",
+        "",
+        *[f"- `{path}`: sha256 `{digest}`" for path, digest in facts.sources.items()],
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def with_readme_block(readme: str, block: str) -> str:
+    """``readme`` with the text between its markers replaced by ``block``."""
+    start, end = readme.find(BEGIN), readme.find(END)
+    if start < 0 or end < start:
+        raise ValueError(f"README.md has no {BEGIN} ... {END} markers")
+    head = readme[: readme.index("\n", start) + 1]
+    return f"{head}{block}\n{readme[end:]}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("experiment", help="the run's experiment name (results/<experiment>)")
+    parser.add_argument("--directory", type=Path, default=Path("."), help="where results/ is")
+    parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
+    args = parser.parse_args(argv)
+    facts = read_run(args.experiment, args.directory)
+    wanted = {PAGE: page(facts), README: with_readme_block(README.read_text(), readme_block(facts))}
+    if args.check:
+        stale = [str(p) for p, text in wanted.items() if not p.is_file() or p.read_text() != text]
+        if not FIGURE_COPY.is_file() or FIGURE_COPY.read_bytes() != facts.figure.read_bytes():
+            stale.append(str(FIGURE_COPY))
+        for path in stale:
+            print(f"{path} is out of date: run python -m {__spec__.name}", file=sys.stderr)
+        return 1 if stale else 0
+    for path, text in wanted.items():
+        write_text(path, text)
+    with atomic_path(FIGURE_COPY) as tmp:
+        tmp.write_bytes(facts.figure.read_bytes())
+    print(f"wrote {PAGE}, the README's block and {FIGURE_COPY}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
