@@ -65,3 +65,22 @@ def test_the_readme_block_and_the_expected_results_page_come_from_one_run(repo_r
     measured = re.search(r"Measured: (.*)\.", block).group(1)
     assert measured[0].upper() + measured[1:] in page
     assert (repo_root / "docs" / "assets" / f"{expected_results.FIGURE}.png").is_file()
+
+
+def test_the_screenshot_script_shoots_the_three_pages(repo_root, tmp_path):
+    """scripts/docs_screenshots.sh as docs/index.md gives it (where Chromium is installed)."""
+    import shutil
+
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        import pytest
+
+        pytest.skip("needs Chromium (apt-get install chromium)")
+    done = subprocess.run(
+        ["bash", "scripts/docs_screenshots.sh", str(tmp_path)], cwd=repo_root,
+        capture_output=True, text=True, timeout=600,
+        env={**os.environ, "PYTHON": sys.executable},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    for name in ("home", "configuration-reference", "methods"):
+        png = (tmp_path / f"{name}.png").read_bytes()
+        assert png.startswith(b"\x89PNG") and len(png) > 20_000, name

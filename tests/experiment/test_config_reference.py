@@ -25,7 +25,7 @@ def test_every_property_and_its_default_are_on_the_page():
             "data.training_set.sha256"} <= set(keys)  # fmt: skip
     for key in keys:
         assert f"`{key}`" in page, key
-    assert "| `evaluation.temperature` (required) | number | `1.0` |" in page
+    assert "- **`evaluation.temperature`** — number; > 0; default `1.0`; required  " in page
 
 
 def test_an_undescribed_property_stops_the_page():
@@ -43,14 +43,21 @@ def test_types_ranges_and_references_are_spelled_out():
         "type": "object",
         "properties": {
             "n": {"$ref": "#/$defs/positive_int"},
-            "p": {"type": ["number", "null"], "minimum": 0, "maximum": 1, "description": "P."},
+            "p": {"type": ["number", "null"], "minimum": 0, "maximum": 1,
+                  "description": "P, under results/<experiment>/, not `<kept>`."},
             "kind": {"enum": ["hf", "vllm"], "description": "Backend."},
             "names": {"type": "array", "items": {"type": "string"}, "uniqueItems": True,
-                      "description": "Names."},
+                      "minItems": 1, "description": "Names."},
+            "spec": {"type": "object", "oneOf": [{"required": ["a"]}, {"required": ["b"]}],
+                     "description": "A spec."},
         },
+        "required": ["n"],
     }  # fmt: skip
     page = config_reference.render(root, {"n": 3, "kind": "hf"})
-    assert "| `n` | integer | `3` | ≥ 1 | Count. |" in page
-    assert "| `p` | number \\| null | — | ≥ 0, ≤ 1 | P. |" in page
-    assert '| `kind` | `"hf"` \\| `"vllm"` | `"hf"` |  | Backend. |' in page
-    assert "| `names` | array of string | — | unique items | Names. |" in page
+    assert "- **`n`** — integer; ≥ 1; default `3`; required  \n  Count." in page
+    # HTML-like words outside code spans are escaped; inside them they are kept.
+    assert "- **`p`** — number | null; ≥ 0, ≤ 1; default —  \n  P, under " in page
+    assert "results/&lt;experiment&gt;/, not `<kept>`." in page
+    assert '- **`kind`** — `"hf"` | `"vllm"`; default `"hf"`  ' in page
+    assert "- **`names`** — array of string; at least 1 item, unique items; default —" in page
+    assert "- **`spec`** — object; default —" in page  # its oneOf only says what is required

@@ -86,7 +86,7 @@ def _type(schema: Mapping, root: Mapping) -> str:
     if "const" in schema:
         return f"`{json.dumps(schema['const'])}`"
     for branch in _BRANCHES:
-        if branch in schema:
+        if branch in schema and "type" not in schema:
             return " | ".join(dict.fromkeys(_type(s, root) for s in schema[branch]))
     kind = schema.get("type", "object" if "properties" in schema else "any")
     kinds = kind if isinstance(kind, list) else [kind]
@@ -103,10 +103,10 @@ def _allowed(schema: Mapping, root: Mapping) -> str:
                        ("exclusiveMaximum", "<")):  # fmt: skip
         if word in schema:
             parts.append(f"{sign} {schema[word]}")
-    for word, text in (("minItems", "at least {} items"), ("maxItems", "at most {} items"),
-                       ("minLength", "at least {} characters")):  # fmt: skip
+    for word, text in (("minItems", "at least {} item"), ("maxItems", "at most {} item"),
+                       ("minLength", "at least {} character")):  # fmt: skip
         if word in schema:
-            parts.append(text.format(schema[word]))
+            parts.append(text.format(schema[word]) + ("s" if schema[word] != 1 else ""))
     if "pattern" in schema:
         parts.append(f"matches `{schema['pattern']}`")
     if schema.get("uniqueItems"):
@@ -129,12 +129,28 @@ def default_of(key: str, defaults: Mapping) -> str:
     return f"`{json.dumps(node)}`"
 
 
-def _cell(text: str) -> str:
-    return " ".join(str(text).split()).replace("|", "\\|")
+def _prose(text: str) -> str:
+    """``text`` on one line, with ``<`` and ``>`` outside code spans written as entities (a
+    ``<experiment>`` would otherwise be read as an HTML tag and vanish)."""
+    parts = " ".join(str(text).split()).split("`")
+    for i in range(0, len(parts), 2):
+        parts[i] = parts[i].replace("<", "&lt;").replace(">", "&gt;")
+    return "`".join(parts)
+
+
+def _entry_lines(entry: Entry, schema: Mapping, defaults: Mapping) -> list[str]:
+    """One property: its key and facts on one line, its description below."""
+    facts = [_type(entry.schema, schema)]
+    facts += [x for x in (_allowed(entry.schema, schema),) if x]
+    facts.append(f"default {default_of(entry.key, defaults)}")
+    if entry.required:
+        facts.append("required")
+    description = _prose(_resolve(entry.schema, schema)["description"])
+    return [f"- **`{entry.key}`** — {'; '.join(facts)}  ", f"  {description}"]
 
 
 def render(schema: Mapping, defaults: Mapping) -> str:
-    """The reference page: one section per top-level key, one table row per property."""
+    """The reference page: one section per top-level key, one list item per property."""
     missing = undescribed(schema)
     if missing:
         raise ValueError(f"config schema properties without a description: {missing}")
@@ -147,20 +163,17 @@ def render(schema: Mapping, defaults: Mapping) -> str:
         "when this page is out of date or a property has no description.",
         "",
         "Keys are dotted paths; `<name>` stands for a name you choose (a method, a scale, a",
-        "table) and `[]` for a list's items. *Default* is the embedded default's value.",
+        "table) and `[]` for a list's items. Each key gives its type, the values allowed, the",
+        "embedded default's value (— where it sets none, or where each named entry has its",
+        "own), and whether it is required.",
     ]
     section = None
     for entry in entries(schema, schema):
         top = entry.key.split(".")[0].split("[")[0]
         if top != section:
             section = top
-            lines += ["", f"## `{top}`", "", "| key | type | default | allowed | meaning |",
-                      "|---|---|---|---|---|"]  # fmt: skip
-        key = f"`{entry.key}`" + (" (required)" if entry.required else "")
-        resolved = _resolve(entry.schema, schema)
-        row = (key, _type(entry.schema, schema), default_of(entry.key, defaults),
-               _allowed(entry.schema, schema), resolved["description"])  # fmt: skip
-        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+            lines += ["", f"## `{top}`", ""]
+        lines += _entry_lines(entry, schema, defaults)
     return "\n".join(lines) + "\n"
 
 
