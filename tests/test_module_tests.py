@@ -10,27 +10,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src" / "dashrepro"
 
-#: Modules whose tests live elsewhere: a test file of their own name would clash with another
-#: basename (pytest's default import mode), or they are only exercised through other modules.
+#: Modules whose tests live under another name: a test file of their own name would clash with
+#: another basename (pytest's default import mode).
 ELSEWHERE = {
     "data/report.py": "tests/data/test_data_report.py (test_report.py is the audit report's)",
     "experiment/workflow.py": "tests/experiment/test_experiment.py (test_workflow.py is the DAG's)",
-    "analysis/registry.py": "through every table and figure kind and tests/workflow/test_dag.py",
-    "analysis/bootstrap.py": "through tests/analysis/test_statistics.py (paired differences, "
-    "selection optimism)",
-    "analysis/run_samples.py": "through the statistics rule in tests/workflow",
-    "analysis/tables/seed_statistics.py": "through the default run's tables (tests/workflow)",
-    "analysis/figures/checkpoint_curves.py": "through the default run's figures (tests/workflow)",
-    "adapters.py": "through the samplers and trainer tests (tests/sampling, tests/training)",
-    "numerics.py": "through tests/workflow/test_rule_logs.py and tests/experiment/test_config.py",
-    "data/views.py": "through tests/training/test_methods.py (AVSD's views)",
-    "embedded/smoke_config.py": "through every workflow test (tests/workflow)",
-    "evaluation/base_model.py": "through the base-model rules in tests/workflow",
-    "experiment/plan.py": "through tests/workflow/test_dag.py (target_jobs, gpu_hours)",
-    "training/metrics.py": "through tests/training/test_losses.py and test_trainer.py",
-    "training/rng.py": "through tests/training/test_checkpointing.py (rng_draws)",
-    "training/run_states.py": "through tests/training/test_trainer_resume.py and "
-    "test_state_integrity.py",
 }
 
 

@@ -153,8 +153,8 @@ def save_training_state(
 def state_config_differences(ckpt_dir: str | os.PathLike, run_config: Mapping) -> list[str]:
     """Why the state in ``ckpt_dir`` was not written under ``run_config`` (empty: it was).
 
-    One line per differing key (``train.lr: 0.002 -> 0.001``); an unreadable record, another
-    format version or a hand-edited fingerprint are differences too.
+    One line per differing key (``train.lr: 0.002 (checkpoint) != 0.001 (now)``); an unreadable
+    record, another format version or a hand-edited fingerprint are differences too.
     """
     ckpt_dir = Path(ckpt_dir)
     try:
