@@ -45,3 +45,13 @@ def test_no_two_test_files_share_a_basename_outside_a_package():
             continue
         assert path.name not in seen, f"{path} and {seen[path.name]}"
         seen[path.name] = path
+
+
+def test_every_module_docstring_says_what_the_module_is_for_in_at_most_15_lines():
+    """What a module holds, not a specification: those live in docs/."""
+    long = {}
+    for path in sorted(SRC.rglob("*.py")):
+        docstring = ast.get_docstring(ast.parse(path.read_text()))
+        if docstring and len(docstring.splitlines()) > 15:
+            long[str(path.relative_to(SRC))] = len(docstring.splitlines())
+    assert long == {}, "module docstrings over 15 lines"

@@ -12,8 +12,7 @@ no torch: each name below loads its module on first use, so config validation ca
     agg = aggregate("dash", r, mask, kappa=5.0)                        # Aggregation
     agg.loss.backward()
 
-Tests: ``.venv/bin/pytest tests/objectives -q``; benchmark:
-``.venv/bin/python benchmarks/objectives.py --quick``.
+Tests: tests/objectives; benchmark: ``.venv/bin/python benchmarks/objectives.py --quick``.
 """
 
 from __future__ import annotations

@@ -12,8 +12,7 @@ Not in the paper, so stated here: Soft-OR is named in the paper without a formul
 implemented as the standard soft-OR ``1 - (1 - g_H)(1 - g_r)``; PW-OPSD follows its public code
 (SaFo-Lab/PW-OPSD). Aggregations require each rollout's real tokens to be one contiguous run
 (right or left padding; holes raise ``ValueError``); rollouts with no real token are left out
-of the batch mean. Each aggregation's parameters, their ranges and defaults are declared once,
-in ``objectives.registry.AGGREGATION_SPECS``; ``aggregate`` applies them.
+of the batch mean. The parameters' ranges and defaults: ``registry.AGGREGATION_SPECS``.
 """
 
 from __future__ import annotations
