@@ -124,6 +124,6 @@ echo "[setup_env] creating $VENV (CPU stack, torch==2.13.0)" >&2
 # it installed.
 DS_BUILD_OPS=0 "$VENV/bin/python" -m pip install --quiet --no-build-isolation \
   -c envs/cpu-constraints.txt "deepspeed==0.19.8"
-"$VENV/bin/python" -m pip install --quiet -c envs/cpu-constraints.txt -e ".[dev]"
+"$VENV/bin/python" -m pip install --quiet -c envs/cpu-constraints.txt -e ".[dev,tracking]"
 echo "$want" > "$STAMP"
 echo "[setup_env] ready: $VENV" >&2

@@ -12,7 +12,14 @@ from conftest import REPO_ROOT
 
 from dashrepro.experiment.config import config_schema, load_config
 from dashrepro.sampling import SamplingSettings
-from dashrepro.settings import GenerationSettings, GradingSettings, LoraSettings, TrainSettings
+from dashrepro.settings import (
+    TRACKER_PACKAGES,
+    GenerationSettings,
+    GradingSettings,
+    LoraSettings,
+    TrackingSettings,
+    TrainSettings,
+)
 
 #: Every shipped configuration: the embedded default alone and under each overlay.
 CONFIGS = [(), *((p,) for p in sorted((REPO_ROOT / "config/experiments").glob("*.yaml")))]
@@ -139,3 +146,17 @@ def test_a_missing_evaluation_key_is_named(default_config):
     evaluation = {k: v for k, v in default_config["evaluation"].items() if k != "grading_workers"}
     with pytest.raises(ValueError, match=r"evaluation: missing key\(s\) grading_workers"):
         GradingSettings.from_config(evaluation)
+
+
+def test_the_tracking_settings_and_their_schema_block_agree():
+    """Every key of the optional ``tracking`` block is a field with the schema's default."""
+    schema = config_schema()["properties"]["tracking"]
+    fields = {f.name: f for f in dataclasses.fields(TrackingSettings)}
+    assert set(schema["properties"]) == set(fields)
+    assert schema["default"] == {} and TrackingSettings.from_config({}) == TrackingSettings()
+    for name, f in fields.items():
+        assert f.metadata.get("help"), name
+        assert schema["properties"][name]["default"] == TrackingSettings().to_dict()[name], name
+    assert set(schema["properties"]["report_to"]["items"]["enum"]) == set(TRACKER_PACKAGES)
+    with pytest.raises(ValueError, match=r"tracking: unknown key\(s\) entity"):
+        TrackingSettings.from_config({"entity": "me"})

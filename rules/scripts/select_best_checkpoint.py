@@ -8,6 +8,8 @@ def main(snakemake) -> None:
     from dashrepro.analysis.selection import select_best_checkpoint
     from dashrepro.evaluation.scoring import load_checked_summary
     from dashrepro.io import write_json
+    from dashrepro.provenance.records import code_version
+    from dashrepro.tracking import TrackedRun, selection_values, send_checkpoint_values
 
     # Each summary is recomputed from its samples: an edited or corrupt file stops here, named.
     summaries = {
@@ -27,6 +29,9 @@ def main(snakemake) -> None:
     ]
     write_json(snakemake.output.selection, record)
     log.info("selected step %d (score %.2f)", record["selected_step"], record["selection_score"])
+    tracked = TrackedRun.from_config(snakemake.config, wc.method, wc.scale, wc.seed, code_version())
+    values = selection_values(record)
+    send_checkpoint_values(tracked, values, record["selected_step"], "select", log.info)
 
 
 if __name__ == "__main__":

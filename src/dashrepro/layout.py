@@ -161,6 +161,10 @@ class Results:
     def plan(self) -> str:
         return f"{self.root}/plan.md"
 
+    def tracking(self) -> str:
+        """Where the local experiment trackers write (not a Snakemake output: see tracking.py)."""
+        return f"{self.root}/tracking"
+
     # a job's log and its timing (Snakemake's `benchmark:` file)
     def log(self, rule: str, key: str | None = None) -> str:
         return f"{self.root}/logs/{rule}{'/' + key if key else ''}.log"

@@ -253,3 +253,64 @@ class GradingSettings:
     def to_dict(self) -> dict:
         """Every field: ``grade_samples``'s keyword arguments."""
         return dataclasses.asdict(self)
+
+
+#: The trackers ``tracking.report_to`` may name, each with the module it needs and the package
+#: that installs it (the ``tracking`` extra of pyproject.toml holds all of them).
+TRACKER_PACKAGES = {
+    "tensorboard": ("tensorboard", "tensorboard"),
+    "wandb": ("wandb", "wandb"),
+    "mlflow": ("mlflow", "mlflow-skinny"),
+}
+
+
+@dataclass(frozen=True)
+class TrackingSettings:
+    """The ``tracking`` block: which experiment trackers a run's steps and scores go to, and
+    where the local ones write. Never part of what a job's outputs depend on."""
+
+    report_to: tuple[str, ...] = help_field(
+        "Trackers every training run and checkpoint grading logs to: tensorboard, wandb, "
+        "mlflow (each needs its package: pip install -e '.[tracking]'); empty: none.",
+        default=(),
+    )
+    project: str = help_field(
+        "The tracker project (W&B project, MLflow experiment, TensorBoard's run-name prefix).",
+        default="dashrepro",
+    )
+    directory: str | None = help_field(
+        "Where the local trackers write (TensorBoard event files, W&B offline runs, MLflow's "
+        "file store); null: results/<experiment>/tracking.",
+        default=None,
+    )
+    offline: bool = help_field(
+        "W&B writes offline run files (synced later with `wandb sync`); false: online, for a "
+        "node that reaches the W&B server. MLflow goes to MLFLOW_TRACKING_URI when it is set, "
+        "else to the file store under `directory`.",
+        default=True,
+    )
+
+    @classmethod
+    def from_config(cls, tracking: Mapping | None) -> TrackingSettings:
+        """The settings of a ``tracking`` mapping (absent: no tracker)."""
+        if isinstance(tracking, TrackingSettings):
+            return tracking
+        settings = settings_from_mapping(cls, tracking or {}, "tracking")
+        return dataclasses.replace(settings, report_to=tuple(settings.report_to))
+
+    def missing_packages(self) -> list[str]:
+        """``tracking.report_to`` entries whose module is not importable, each with the package
+        to install; found without importing it (the workflow's parse stays light)."""
+        from importlib.util import find_spec
+
+        return [
+            f"tracking.report_to: {name!r} needs the package {TRACKER_PACKAGES[name][1]!r} "
+            f"(pip install {TRACKER_PACKAGES[name][1]}, or pip install -e '.[tracking]')"
+            for name in self.report_to
+            if find_spec(TRACKER_PACKAGES[name][0]) is None
+        ]
+
+    def to_dict(self) -> dict:
+        values = dataclasses.asdict(self)
+        values["report_to"] = list(self.report_to)
+        return values

@@ -26,6 +26,7 @@ from dashrepro.training.state_integrity import (
     read_state_record,
     state_dir,
 )
+from dashrepro.training.step_tracking import StepTracking
 
 
 class DeepSpeedAccelerator(FakeAccelerator):
@@ -57,6 +58,7 @@ class Run(TrainingStates):
         self.rows, self.traces, self.contexts = [], [], []
         self.lines = []
         self.log = self.lines.append
+        self.tracking = StepTracking(None, self.resume_root, main)  # no tracker
 
     def _context_records(self) -> pd.DataFrame:
         frames = [f for f in self.contexts if len(f)]

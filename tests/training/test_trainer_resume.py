@@ -22,8 +22,11 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
+from tracking_readers import mlflow_scalars, tensorboard_scalars, wandb_scalars
 from training_helpers import LORA
 
+from dashrepro.settings import TrackingSettings
+from dashrepro.tracking import TrackedRun
 from dashrepro.training.preemption import PREEMPTED_EXIT_CODE
 
 TRAIN = {
@@ -40,7 +43,7 @@ TRAIN = {
 
 
 def write_run(
-    path: Path, tiny_setup, default_config, out_dir: Path, protocol=None, **train
+    path: Path, tiny_setup, default_config, out_dir: Path, protocol=None, tracked=None, **train
 ) -> Path:
     folder, data, _ = tiny_setup
     spec = {
@@ -53,6 +56,7 @@ def write_run(
         "lora": {**LORA, "dropout": 0.1},  # dropout on: its masks must be reproduced too
         "protocol": protocol or default_config["protocol"],
         "seed": 3,
+        "tracked": tracked.to_dict() if tracked else None,
     }
     spec["method"].pop("label")
     path.write_text(json.dumps(spec))
@@ -121,9 +125,14 @@ def test_uninterrupted_run_leaves_checkpoints_metrics_and_traces(uninterrupted):
 def test_kill_9_then_rerun_gives_the_uninterrupted_adapter(
     uninterrupted, tmp_path, tiny_setup, default_config
 ):
+    """Tracked by every tracker, which changes no adapter; each holds every step once, the
+    values of train_metrics.parquet, in one run (issue: tracking resumes with the job)."""
     import pandas as pd
 
-    run = write_run(tmp_path / "run.json", tiny_setup, default_config, tmp_path / "out")
+    settings = TrackingSettings.from_config({"report_to": ["tensorboard", "wandb", "mlflow"]})
+    tracked = TrackedRun(settings, str(tmp_path / "tracking"), "tiny", "dash", "tiny", 3)
+    run = write_run(tmp_path / "run.json", tiny_setup, default_config, tmp_path / "out",
+                    tracked=tracked)  # fmt: skip
     rc = start_and_interrupt(run, tmp_path / "out", 2, lambda p: p.send_signal(signal.SIGKILL))
     assert rc == -signal.SIGKILL
     assert not (tmp_path / "out" / "checkpoint-6").exists()
@@ -135,6 +144,29 @@ def test_kill_9_then_rerun_gives_the_uninterrupted_adapter(
         *range(1, 7)
     ]
     assert set(pd.read_parquet(tmp_path / "out" / "token_traces.parquet")["step"]) == {1, 2, 4, 6}
+    assert_tracked_once(tracked, pd.read_parquet(tmp_path / "out" / "train_metrics.parquet"))
+
+
+def assert_tracked_once(tracked: TrackedRun, metrics) -> None:
+    """Every tracker holds each column of ``metrics`` at each step once, with its value (the
+    timing columns aside: a repeated step is timed anew), but ``tracker_failures``, which counts
+    the failures of that sending."""
+    folder = Path(tracked.directory)
+    held = {
+        "tensorboard": tensorboard_scalars(folder / "tensorboard" / "dashrepro" / tracked.name),
+        "wandb": wandb_scalars(folder / "wandb"),
+        "mlflow": mlflow_scalars(folder / "mlruns", "dashrepro", tracked.run_id),
+    }
+    assert (metrics["tracker_failures"] == 0).all()
+    timed = {"tokens_per_second", *(c for c in metrics.columns if c.startswith("seconds_"))}
+    for name, scalars in held.items():
+        for column in metrics.columns.drop("tracker_failures"):
+            points = scalars[f"train/{column}"]
+            assert [step for step, _ in points] == list(metrics["step"]), (name, column)
+            if column not in timed:
+                assert [v for _, v in points] == pytest.approx(
+                    list(metrics[column].astype(float)), rel=1e-6, nan_ok=True
+                ), (name, column)
 
 
 def test_a_reason_first_run_resumes_to_the_same_adapters_and_teacher_contexts(

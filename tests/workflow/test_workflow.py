@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 import yaml
+from tracking_readers import tensorboard_scalars
 
 from dashrepro.embedded.smoke_config import smoke_config
 from dashrepro.experiment.run_matrix import run_matrix
@@ -242,6 +243,61 @@ def test_report_only_change_reruns_only_the_report(finished_run, repo_root):
         "rule sft_base_model:",
     ]:
         assert upstream not in out
+
+
+def test_a_tracking_change_reruns_no_job(finished_run, repo_root):
+    """The trackers are read from the config by the jobs, not passed as params."""
+    workdir, _ = finished_run
+    out = dry_run_after_change(
+        workdir, repo_root, lambda c: c["tracking"].update(report_to=["mlflow"], project="x")
+    )
+    assert "Nothing to be done" in out
+
+
+def test_tensorboard_holds_every_runs_steps_and_checkpoint_scores(finished_run, default_config):
+    """The default logs to TensorBoard: each run's folder holds every step of its
+    train_metrics.parquet and, at each checkpoint's step, the Avg@k its summary.json holds."""
+    workdir, _ = finished_run
+    results = workdir / "results" / "e2e"
+    runs = run_matrix(default_config)
+    assert runs
+    for (method, scale), seeds in runs.items():
+        for seed in seeds:
+            held = tensorboard_scalars(
+                results / "tracking" / "tensorboard" / "dashrepro" / method / scale / f"seed{seed}"
+            )
+            run = results / "runs" / method / scale / f"seed{seed}"
+            metrics = pd.read_parquet(run / "train_metrics.parquet")
+            assert [step for step, _ in held["train/loss"]] == list(metrics["step"])
+            assert [v for _, v in held["train/loss"]] == pytest.approx(list(metrics["loss"]))
+            for summary_path in (results / "eval" / method / scale / f"seed{seed}").glob(
+                "step*/summary.json"
+            ):
+                step = int(summary_path.parent.name.removeprefix("step"))
+                summary = json.loads(summary_path.read_text())
+                for bench, scores in summary["benchmarks"].items():
+                    points = dict(held[f"checkpoint/{bench}/avg_at_k"])
+                    assert points[step] == pytest.approx(scores["avg_at_k"], rel=1e-6)
+
+
+def test_the_tensorboard_screenshot_script_shows_every_run(finished_run, repo_root, tmp_path):
+    """scripts/tensorboard_screenshot.sh as docs/tracking.md gives it (where Chromium is)."""
+    import shutil
+
+    if not (shutil.which("chromium") or shutil.which("chromium-browser")):
+        pytest.skip("needs Chromium (apt-get install chromium)")
+    workdir, _ = finished_run
+    logdir = workdir / "results" / "e2e" / "tracking" / "tensorboard"
+    done = subprocess.run(
+        ["bash", "scripts/tensorboard_screenshot.sh", str(logdir), str(tmp_path / "tb.png")],
+        cwd=repo_root, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHON": sys.executable},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    runs = len(list(logdir.glob("dashrepro/*/*/seed*")))
+    assert f"({runs} runs in" in done.stdout and runs > 0
+    png = (tmp_path / "tb.png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 20_000
 
 
 def test_training_change_keeps_data_and_base_model(finished_run, repo_root):

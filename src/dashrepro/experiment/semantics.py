@@ -23,7 +23,12 @@ from dashrepro.experiment.run_matrix import (
 )
 from dashrepro.layout import experiment_name_problem, resolve_repo_path
 from dashrepro.objectives.registry import AGGREGATION_SPECS, DIVERGENCES, OBJECTIVES, check_params
-from dashrepro.settings import GenerationSettings, GradingSettings, TrainSettings
+from dashrepro.settings import (
+    GenerationSettings,
+    GradingSettings,
+    TrackingSettings,
+    TrainSettings,
+)
 
 #: The name the validation split (``data.validation``) is evaluated under, beside the benchmarks.
 VALIDATION_SPLIT = "validation"
@@ -214,6 +219,8 @@ def check_semantics(config: Mapping) -> list[str]:
         problems.append(
             f"statistics.reference: unknown method {config['statistics']['reference']!r}"
         )
+    # A tracker whose package is missing stops the run here, before any job starts.
+    problems += TrackingSettings.from_config(config.get("tracking")).missing_packages()
     return problems + matrix_problems(config)
 
 

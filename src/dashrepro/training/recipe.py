@@ -63,6 +63,7 @@ from dashrepro.training.preemption import PREEMPTED_EXIT_CODE, PreemptionGuard
 from dashrepro.training.rollouts import RolloutSampler, Share
 from dashrepro.training.run_spec import RunSpec, run_fingerprint_config
 from dashrepro.training.run_states import RESUME_DIR, TrainingStates, export_adapter
+from dashrepro.training.step_tracking import StepTracking
 from dashrepro.training.teacher import (
     CONTEXT_COLUMNS,
     analysis_budget,
@@ -92,9 +93,7 @@ class DistillationRecipe(TrainingStates):
         self.contexts: list[pd.DataFrame] = []
         self.bar = None
 
-    # ------------------------------------------------------------------------------------------
-    # Setup
-    # ------------------------------------------------------------------------------------------
+    # --- Setup ---
 
     def setup(self) -> None:
         """Accelerator, tokenizer, student, data, optimizer; resume or discard kept states."""
@@ -119,6 +118,8 @@ class DistillationRecipe(TrainingStates):
             latest = None
         if latest is not None:
             self._resume(latest)
+        self.tracking = StepTracking(spec.tracked, self.resume_root, self.rank == 0)
+        self.tracking.start(self.run_config, self.step, self.log)
         self.rollouts = RolloutSampler(
             self.tokenizer,
             train,
@@ -166,9 +167,7 @@ class DistillationRecipe(TrainingStates):
         }
         return config
 
-    # ------------------------------------------------------------------------------------------
-    # Training
-    # ------------------------------------------------------------------------------------------
+    # --- Training ---
 
     def train(self) -> pd.DataFrame:
         """Steps from the resumed one to ``train.steps``; the metrics, one row per step."""
@@ -404,6 +403,7 @@ class DistillationRecipe(TrainingStates):
         )
         seconds = sum(tally.timings.values())
         row["tokens_per_second"] = row["tokens"] / max(seconds, 1e-9)
+        row["tracker_failures"] = self.tracking.send(row)  # sent live, on the main process
         self.rows.append(row)
         if self.bar is not None:
             self.bar.update(1)
@@ -416,9 +416,7 @@ class DistillationRecipe(TrainingStates):
             f"{row['tokens_per_second']:.0f} tok/s"
         )
 
-    # ------------------------------------------------------------------------------------------
-    # The end of the run
-    # ------------------------------------------------------------------------------------------
+    # --- The end of the run ---
 
     def _context_records(self) -> pd.DataFrame:
         frames = [f for f in self.contexts if len(f)]
@@ -430,6 +428,7 @@ class DistillationRecipe(TrainingStates):
         """Write the run's records (main process) and remove the kept training states."""
         if self.bar is not None:
             self.bar.close()
+        self.tracking.finish(self.rows)
         metrics = pd.DataFrame(self.rows)
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:

@@ -15,6 +15,7 @@ from pathlib import Path
 from dashrepro.data.prompts import TeacherProtocol
 from dashrepro.io import write_json
 from dashrepro.settings import LoraSettings, TrainSettings
+from dashrepro.tracking import TrackedRun
 from dashrepro.training.methods import MethodSpec
 
 
@@ -33,6 +34,9 @@ class RunSpec:
     seed: int
     trace_rollouts: int = 4
     progress: bool = False
+    # The experiment trackers the run's steps go to (None: none); never part of the run's
+    # fingerprint, so changing them resumes a kept state as before.
+    tracked: TrackedRun | None = None
 
     def __post_init__(self):
         # Frozen: the settings types are set once, here, from whatever mapping was given.
@@ -56,6 +60,7 @@ class RunSpec:
             seed=int(spec["seed"]),
             trace_rollouts=int(spec.get("trace_rollouts", 4)),
             progress=bool(spec.get("progress", False)),
+            tracked=TrackedRun.from_dict(spec["tracked"]) if spec.get("tracked") else None,
         )
 
     def to_json(self, path: str | Path) -> Path:
@@ -72,6 +77,7 @@ class RunSpec:
             "seed": self.seed,
             "trace_rollouts": self.trace_rollouts,
             "progress": self.progress,
+            "tracked": self.tracked.to_dict() if self.tracked else None,
         }
         write_json(path, spec)
         return Path(path)

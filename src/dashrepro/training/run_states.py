@@ -35,7 +35,8 @@ def export_adapter(state: Path, checkpoint: Path) -> None:
 
 class TrainingStates:
     """The state-keeping half of ``recipe.DistillationRecipe`` (which it is mixed into): it
-    reads the recipe's accelerator, model, optimizer, schedule, records and ``resume_root``."""
+    reads the recipe's accelerator, model, optimizer, schedule, records, ``tracking`` and
+    ``resume_root``."""
 
     def _resumable_state(self) -> Path | None:
         """The newest kept state that verifies (``state_choice.choose_state``). Damaged states
@@ -114,6 +115,8 @@ class TrainingStates:
         """The training state after ``step`` (every process takes part), and on a checkpoint
         step the declared PEFT folder ``checkpoint-<step>``."""
         accelerator = self.accelerator
+        # The steps kept for W&B go out before the state that a resume would start after.
+        self.tracking.flush(self.rows)
         accelerator.wait_for_everyone()
         if self.deepspeed:
             # ZeRO-2 partitions the optimizer moments over the processes: each saves its part.

@@ -1,0 +1,86 @@
+"""What the experiment trackers hold, read back with each library's own reader: TensorBoard's
+event accumulator, W&B's offline run files (its datastore and record protobufs), MLflow's client
+on its file store. Each gives ``{key: [(step, value), ...]}`` in the order logged."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import defaultdict
+from pathlib import Path
+
+from dashrepro.tracking import MLFLOW_RUN_TAG
+
+
+def tensorboard_scalars(run_folder: Path) -> dict[str, list[tuple[int, float]]]:
+    """Every scalar of a TensorBoard run folder (all its event files)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    events = EventAccumulator(str(run_folder), size_guidance={"scalars": 0})
+    events.Reload()
+    return {
+        tag: [(e.step, e.value) for e in events.Scalars(tag)] for tag in events.Tags()["scalars"]
+    }
+
+
+def wandb_records(wandb_dir: Path) -> list[tuple[str, dict]]:
+    """(record type, content) of every run file under a W&B directory, file by file in the
+    order the runs started; history records as ``{key: value}``."""
+    from wandb.proto import wandb_internal_pb2
+    from wandb.sdk.internal import datastore
+
+    records = []
+    for path in sorted(Path(wandb_dir).glob("wandb/offline-run-*/run-*.wandb")):
+        store = datastore.DataStore()
+        store.open_for_scan(str(path))
+        while (data := store.scan_data()) is not None:
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(data)
+            kind = record.WhichOneof("record_type")
+            if kind == "history":
+                # A key with "/" is stored as its parts (nested_key).
+                items = {
+                    item.key or "/".join(item.nested_key): json.loads(item.value_json)
+                    for item in record.history.item
+                }
+                records.append((kind, items))
+            elif kind == "run":
+                records.append((kind, {"id": record.run.run_id, "group": record.run.run_group,
+                                       "tags": list(record.run.tags)}))  # fmt: skip
+    return records
+
+
+def wandb_scalars(wandb_dir: Path, step_key: str = "_step") -> dict[str, list[tuple[int, float]]]:
+    """Every history value of a W&B directory's runs at its ``step_key``."""
+    scalars = defaultdict(list)
+    for kind, items in wandb_records(wandb_dir):
+        if kind != "history":
+            continue
+        step = int(items[step_key]) if step_key in items else int(items["_step"])
+        for key, value in items.items():
+            if not key.startswith("_"):
+                scalars[key].append((step, value))
+    return dict(scalars)
+
+
+def mlflow_run(mlruns: Path, project: str, run_id: str):
+    """The MLflow client on a file store, and the run tagged with ``run_id``."""
+    from mlflow.tracking import MlflowClient
+
+    os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = MlflowClient(tracking_uri=Path(mlruns).resolve().as_uri())
+    experiment = client.get_experiment_by_name(project)
+    runs = client.search_runs(
+        [experiment.experiment_id], filter_string=f"tags.`{MLFLOW_RUN_TAG}` = '{run_id}'"
+    )
+    assert len(runs) == 1, f"{len(runs)} MLflow runs tagged {run_id}"
+    return client, runs[0]
+
+
+def mlflow_scalars(mlruns: Path, project: str, run_id: str) -> dict[str, list[tuple[int, float]]]:
+    """Every metric's history of the run tagged ``run_id``, by step."""
+    client, run = mlflow_run(mlruns, project, run_id)
+    return {
+        key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
+        for key in run.data.metrics
+    }
