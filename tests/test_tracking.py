@@ -7,7 +7,13 @@ from __future__ import annotations
 import json
 
 import pytest
-from tracking_readers import mlflow_run, mlflow_scalars, tensorboard_scalars, wandb_records
+from tracking_readers import (
+    mlflow_run,
+    mlflow_scalars,
+    tensorboard_scalars,
+    tensorboard_text,
+    wandb_records,
+)
 
 from dashrepro.settings import TrackingSettings
 from dashrepro.tracking import (
@@ -51,7 +57,10 @@ def test_a_training_job_and_a_grading_job_fill_one_run_in_every_tracker(tmp_path
                 for key in ("step", "loss", "gate_mean", "tokens")}  # fmt: skip
     scores = {**checkpoint_scores(SUMMARY), **selected}
     expected.update({key: [(2, value)] for key, value in scores.items()})
-    board = tensorboard_scalars(tmp_path / "tensorboard" / "dashrepro" / run.name)
+    board_folder = tmp_path / "tensorboard" / "dashrepro" / run.name
+    board = tensorboard_scalars(board_folder)
+    assert [p.name for p in board_folder.iterdir() if p.is_dir()] == []  # one run folder
+    assert '"lr": 0.001' in tensorboard_text(board_folder, "config")
     assert board.keys() == expected.keys()
     for key, points in expected.items():  # TensorBoard keeps float32
         assert [s for s, _ in board[key]] == [s for s, _ in points], key

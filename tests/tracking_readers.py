@@ -23,6 +23,17 @@ def tensorboard_scalars(run_folder: Path) -> dict[str, list[tuple[int, float]]]:
     }
 
 
+def tensorboard_text(run_folder: Path, tag: str) -> str:
+    """The text a TensorBoard run folder holds under ``tag`` (its first)."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from tensorboard.util import tensor_util
+
+    events = EventAccumulator(str(run_folder), size_guidance={"tensors": 0})
+    events.Reload()
+    tensor = events.Tensors(f"{tag}/text_summary")[0].tensor_proto
+    return tensor_util.make_ndarray(tensor).item().decode()
+
+
 def wandb_records(wandb_dir: Path) -> list[tuple[str, dict]]:
     """(record type, content) of every run file under a W&B directory, file by file in the
     order the runs started; history records as ``{key: value}``."""

@@ -10,6 +10,7 @@ disk, a bad key) costs a warning in the job's log and a count, never the job. Th
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -147,8 +148,7 @@ class RunTracker:
                 continue
             self.trackers.append(tracker)
             if config is not None:
-                self._guard(name, "config", lambda t=tracker: t.store_init_configuration(
-                    flat_config(config)))  # fmt: skip
+                self._guard(name, "config", lambda t=tracker: _store_config(t, config))
         return self
 
     def log(self, values: Mapping[str, float], step: int) -> int:
@@ -191,6 +191,17 @@ class RunTracker:
                 f"({type(error).__name__}: {scrub(str(error))[:300]}); the job goes on"
             )
             return None
+
+
+def _store_config(tracker, config: Mapping) -> None:
+    """The run's settings as its hyperparameters. TensorBoard gets them as a text at step 0:
+    its hyperparameter summary (``SummaryWriter.add_hparams``) writes a second run folder for
+    every run, which would double the run list (and TensorBoard selects no run past 40)."""
+    if tracker.name == "tensorboard":
+        text = json.dumps(config, indent=2, default=str)
+        tracker.log({"config": "\n".join(f"    {line}" for line in text.splitlines())}, step=0)
+    else:
+        tracker.store_init_configuration(flat_config(config))
 
 
 def _started(name: str, run: TrackedRun, job: str):

@@ -4,7 +4,7 @@ A step's row holds the means of ``METRIC_KEYS`` over its micro-batches and proce
 where a method has none: ``grpo_loss`` without GRPO, ``gate_mean`` for OPSD, ...), the sums of
 ``COUNT_KEYS``, the seconds of each phase (``seconds_rollout``, ``seconds_teacher``,
 ``seconds_student``, ``seconds_optimizer``), then ``step``, ``lr``, ``grad_norm`` (NaN under
-DeepSpeed) and ``tokens_per_second``. The traces hold, for the first rollouts of step 1 and of
+DeepSpeed), ``tokens_per_second`` and ``tracker_failures`` (``step_tracking``). The traces hold, for the first rollouts of step 1 and of
 every checkpoint step, one row per token: r_t, the teacher entropy, the gate and c_k, from which
 the paper's motivation figure (D_t against the mean future divergence) is drawn.
 
