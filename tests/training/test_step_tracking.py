@@ -72,3 +72,15 @@ def test_w_and_b_gets_the_steps_of_each_state_and_a_resume_sends_the_lost_ones(t
     assert wandb_scalars(tmp_path / "wandb")["train/loss"] == [(s, float(s)) for s in range(1, 5)]
     board = tensorboard_scalars(tmp_path / "tensorboard" / "dashrepro" / run.name)
     assert board["train/loss"] == [(s, float(s)) for s in range(1, 5)]
+
+
+def test_a_tracker_that_cannot_start_is_counted_in_the_first_row(tmp_path):
+    """TensorBoard's folder is blocked by a file: one warning, 1 in step 1's count, and the
+    job's steps go on being recorded."""
+    (tmp_path / "tensorboard").write_text("not a folder")
+    warnings = []
+    tracking = StepTracking(tracked(tmp_path), tmp_path / ".resume", main_process=True)
+    tracking.start({"seed": 0}, resumed_step=0, log=warnings.append)
+    assert [tracking.send(row) for row in rows([1, 2])] == [1, 0]
+    tracking.finish(rows([2]))
+    assert len(warnings) == 1 and "tensorboard start failed" in warnings[0]

@@ -35,6 +35,7 @@ class StepTracking:
         self.sent: dict[str, int] = {}
         self.pending: list[tuple[dict, int]] = []
         self.config: dict | None = None
+        self.unreported = 0  # failures of opening the live trackers, not in a row yet
 
     def start(self, config: Mapping, resumed_step: int, log: Callable[[str], None]) -> None:
         """Open the live trackers' run; ``config`` (the run's resolved settings) and the code
@@ -50,6 +51,7 @@ class StepTracking:
         live = self._part(lambda name: name not in BUFFERED)
         if live is not None:
             self.live = RunTracker(live, "train", log).start(self.config)
+            self.unreported = self.live.failures  # counted in the first row sent
 
     def send(self, row: Mapping) -> int:
         """Send a step's row (its numbers, as ``train/<column>``) to each tracker that does
@@ -57,9 +59,9 @@ class StepTracking:
         if self.tracked is None:
             return 0
         step, values = int(row["step"]), scalars(row, "train")
-        failures = 0
+        failures, self.unreported = self.unreported, 0
         if self.live is not None and step > self._sent(self.live):
-            failures = self.live.log(values, step)
+            failures += self.live.log(values, step)
             self._note(self.live, step)
         if self._part(lambda name: name in BUFFERED) is not None and step > self._buffered_sent():
             self.pending.append((values, step))
