@@ -5,6 +5,7 @@ out of warnings; the run's identity round-trips; a missing package stops the con
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 from tracking_readers import (
@@ -81,6 +82,19 @@ def test_a_training_job_and_a_grading_job_fill_one_run_in_every_tracker(tmp_path
     # step below one it has seen).
     assert history[3]["checkpoint/step"] == 2
     assert history[3]["checkpoint/aime2025/avg_at_k"] == 25.0
+
+
+def test_the_file_store_is_not_handed_to_processes_started_later(tmp_path, monkeypatch):
+    """MLflow's set_tracking_uri exports MLFLOW_TRACKING_URI; a trainer started after an
+    in-process job would then write to that job's store instead of its own."""
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    RunTracker(tracked(tmp_path, ["mlflow"]), "train").start().finish()
+    assert "MLFLOW_TRACKING_URI" not in os.environ
+    other = tracked(tmp_path / "other", ["mlflow"])
+    tracker = RunTracker(other, "train").start()
+    assert tracker.log({"train/loss": 1.0}, 1) == 0
+    tracker.finish()
+    assert mlflow_scalars(tmp_path / "other" / "mlruns", "dashrepro", other.run_id)
 
 
 def test_a_failing_tracker_costs_a_warning_and_a_count_not_the_job(tmp_path):

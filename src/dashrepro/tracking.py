@@ -24,8 +24,6 @@ from dashrepro.settings import TrackingSettings
 MLFLOW_RUN_TAG = "dashrepro.run_id"
 #: Environment variables whose values are secrets: scrubbed from every warning this module logs.
 SECRET_VARIABLES = ("WANDB_API_KEY", "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_PASSWORD")
-#: The MLflow file stores this process pointed MLflow at (not a user's MLFLOW_TRACKING_URI).
-_FILE_STORES: set[str] = set()
 
 
 @dataclass(frozen=True)
@@ -244,15 +242,18 @@ def _mlflow_tracker(run: TrackedRun, directory: Path, project: str):
     import mlflow
     from accelerate.tracking import MLflowTracker
 
-    uri = os.environ.get("MLFLOW_TRACKING_URI")
-    if not uri or uri in _FILE_STORES:  # set_tracking_uri exports the variable too
+    user_uri = os.environ.get("MLFLOW_TRACKING_URI")
+    if user_uri:
+        mlflow.set_tracking_uri(user_uri)  # over a file store this process set before
+    else:
         # MLflow 3 keeps its file store in maintenance mode behind this opt-in. It is the
         # store that takes many jobs writing at once on a cluster's shared filesystem (a SQLite
         # file there does not); a server or database goes in MLFLOW_TRACKING_URI instead.
         os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-        uri = (directory / "mlruns").resolve().as_uri()
-        _FILE_STORES.add(uri)
-        mlflow.set_tracking_uri(uri)
+        mlflow.set_tracking_uri((directory / "mlruns").resolve().as_uri())
+        # set_tracking_uri exports MLFLOW_TRACKING_URI too: a process started after it (a
+        # trainer a test launches, say) would take this run's store for a user's server.
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
     found = mlflow.search_runs(
         experiment_names=[project],
         filter_string=f"tags.`{MLFLOW_RUN_TAG}` = '{run.run_id}'",
