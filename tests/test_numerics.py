@@ -12,6 +12,7 @@ import pytest
 
 from dashrepro import numerics
 from dashrepro.numerics import (
+    FIXED_THREADING,
     KERNEL_VARIABLES,
     THREAD_VARIABLES,
     cpu_model,
@@ -24,7 +25,7 @@ from dashrepro.numerics import (
 def clean_env(monkeypatch):
     """Every kernel and thread variable unset, and each restored afterwards (also those that
     ``pin_kernels`` sets, which writes ``os.environ`` itself)."""
-    for name in (*KERNEL_VARIABLES, *THREAD_VARIABLES):
+    for name in (*KERNEL_VARIABLES, *THREAD_VARIABLES, *FIXED_THREADING):
         monkeypatch.setenv(name, "placeholder")  # records the original value (or absence)
         monkeypatch.delenv(name)
     return monkeypatch
@@ -102,7 +103,7 @@ def test_kernel_record_without_torch_lists_every_variable_and_the_cpu(without_to
     assert record == {
         "ATEN_CPU_CAPABILITY": None, "MKL_CBWR": "AVX2", "ONEDNN_MAX_CPU_ISA": None,
         "OMP_NUM_THREADS": "2", "MKL_NUM_THREADS": None, "OPENBLAS_NUM_THREADS": None,
-        "cpu": "Fancy CPU",
+        "MKL_DYNAMIC": None, "OMP_DYNAMIC": None, "cpu": "Fancy CPU",
     }  # fmt: skip
 
 
@@ -111,7 +112,7 @@ def test_kernel_record_with_torch_loaded_adds_its_capability_and_threads(clean_e
     clean_env.setattr(numerics, "cpu_model", lambda: "Fancy CPU")
     record = kernel_record()
     assert record["aten_cpu_capability"] == "AVX2" and record["torch_threads"] == 5
-    assert set(record) == {*KERNEL_VARIABLES, *THREAD_VARIABLES, "cpu",
+    assert set(record) == {*KERNEL_VARIABLES, *THREAD_VARIABLES, *FIXED_THREADING, "cpu",
                            "aten_cpu_capability", "torch_threads"}  # fmt: skip
 
 

@@ -63,7 +63,8 @@ def to_console(text: str) -> None:
 
 
 def pin_threads(n_threads: int) -> None:
-    """Give torch (and numpy's BLAS) ``n_threads`` threads without importing torch here.
+    """Give torch (and numpy's BLAS) ``n_threads`` threads, never fewer when the machine is
+    busy (``numerics.FIXED_THREADING``), without importing torch here.
 
     The variables are read when those libraries load, so a job that imports torch later (and
     every process it starts) gets the job's count (torch caps it at the machine's cores); only a
@@ -71,10 +72,11 @@ def pin_threads(n_threads: int) -> None:
     Importing torch costs about 3 s, a large share of a grading, selection or table job, which
     never use it.
     """
-    from dashrepro.numerics import THREAD_VARIABLES
+    from dashrepro.numerics import FIXED_THREADING, THREAD_VARIABLES
 
     for name in THREAD_VARIABLES:
         os.environ[name] = str(n_threads)
+    os.environ.update(FIXED_THREADING)
     if "torch" in sys.modules:
         sys.modules["torch"].set_num_threads(n_threads)
 

@@ -20,7 +20,7 @@ import socket
 import sys
 import time
 
-from dashrepro.numerics import KERNEL_VARIABLES, THREAD_VARIABLES
+from dashrepro.numerics import FIXED_THREADING, KERNEL_VARIABLES, THREAD_VARIABLES
 
 #: Where a job finds the server (its socket path); set by ``start``, inherited by jobs.
 ADDRESS_VARIABLE = "DASHREPRO_JOB_SERVER"
@@ -260,6 +260,7 @@ def start(kernels: dict | None, log_path: str) -> tuple[object, str]:
     os.environ.update({name: str(value) for name, value in (kernels or {}).items()})
     env = dict(os.environ)
     env.update({name: "1" for name in THREAD_VARIABLES})
+    env.update(FIXED_THREADING)  # read when the libraries load, here, before any job forks
     env["TOKENIZERS_PARALLELISM"] = "false"
     env.pop(ADDRESS_VARIABLE, None)
     src = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

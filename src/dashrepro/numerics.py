@@ -24,6 +24,12 @@ from pathlib import Path
 KERNEL_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "ONEDNN_MAX_CPU_ISA")
 #: The thread counts (``_bootstrap.pin_threads`` sets them to the job's threads).
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS")
+#: No thread count adjusted at run time (set with the counts). Left on, MKL and OpenMP may run a
+#: kernel on fewer threads than asked when the machine is busy, and a sum split over fewer
+#: threads rounds differently: two runs of one job on one machine then differ in the last bits
+#: (the SLURM test's base models did, beside a local run). Intel's reproducibility conditions for
+#: MKL ask for both to be FALSE.
+FIXED_THREADING = {"MKL_DYNAMIC": "FALSE", "OMP_DYNAMIC": "FALSE"}
 
 
 def pin_kernels(settings: Mapping[str, str] | None) -> None:
@@ -54,7 +60,8 @@ def cpu_model() -> str:
 def kernel_record() -> dict:
     """The job's numerics for its provenance: the pinned and thread variables as set (None:
     unset), the CPU, and, where the job loaded torch, the capability ATen dispatches to."""
-    record = {name: os.environ.get(name) for name in (*KERNEL_VARIABLES, *THREAD_VARIABLES)}
+    names = (*KERNEL_VARIABLES, *THREAD_VARIABLES, *FIXED_THREADING)
+    record = {name: os.environ.get(name) for name in names}
     record["cpu"] = cpu_model()
     torch = sys.modules.get("torch")
     if torch is not None:

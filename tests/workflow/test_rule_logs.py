@@ -107,4 +107,7 @@ def test_setup_pins_the_configured_cpu_kernels_before_torch_loads(repo_root, tmp
     assert record["aten_cpu_capability"] == "DEFAULT"
     assert record["ATEN_CPU_CAPABILITY"] == "default" and record["MKL_CBWR"] == "COMPATIBLE"
     assert record["OMP_NUM_THREADS"] == "1" and record["torch_threads"] == 1
+    # No library may drop threads when the machine is busy (a sum over fewer threads rounds
+    # differently): the job's threading is fixed.
+    assert record["MKL_DYNAMIC"] == "FALSE" and record["OMP_DYNAMIC"] == "FALSE"
     assert record["cpu"]
