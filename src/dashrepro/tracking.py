@@ -99,7 +99,7 @@ def scalars(values: Mapping, prefix: str) -> dict[str, float]:
     """The numbers among ``values``, keyed ``<prefix>/<key>`` (booleans as 0/1, NaN kept)."""
     out = {}
     for key, value in values.items():
-        if isinstance(value, bool | int | float) and not isinstance(value, str):
+        if isinstance(value, bool | int | float):
             out[f"{prefix}/{key}"] = float(value)
         elif hasattr(value, "item") and getattr(value, "ndim", 1) == 0:  # numpy scalars
             out[f"{prefix}/{key}"] = float(value.item())

@@ -30,6 +30,9 @@ class StepTracking:
 
     def __init__(self, tracked: TrackedRun | None, resume_root: Path, main_process: bool):
         self.tracked = tracked if main_process else None
+        # The run as the live trackers see it, and as the buffered ones do (None: no such one).
+        self.live_run = _with_trackers(self.tracked, lambda name: name not in BUFFERED)
+        self.buffered_run = _with_trackers(self.tracked, lambda name: name in BUFFERED)
         self.record = Path(resume_root) / SENT_STEP_FILE
         self.live: RunTracker | None = None
         self.sent: dict[str, int] = {}
@@ -48,9 +51,8 @@ class StepTracking:
             self.sent = {name: int(step) for name, step in read_json(self.record).items()}
         if resumed_step == 0 and not self.sent:
             self.config = {"run": dict(config), "code": dict(self.tracked.code)}
-        live = self._part(lambda name: name not in BUFFERED)
-        if live is not None:
-            self.live = RunTracker(live, "train", log).start(self.config)
+        if self.live_run is not None:
+            self.live = RunTracker(self.live_run, "train", log).start(self.config)
             self.unreported = self.live.failures  # counted in the first row sent
 
     def send(self, row: Mapping) -> int:
@@ -60,24 +62,23 @@ class StepTracking:
             return 0
         step, values = int(row["step"]), scalars(row, "train")
         failures, self.unreported = self.unreported, 0
-        if self.live is not None and step > self._sent(self.live):
+        if self.live is not None and step > self._sent(self.live_run):
             failures += self.live.log(values, step)
-            self._note(self.live, step)
-        if self._part(lambda name: name in BUFFERED) is not None and step > self._buffered_sent():
+            self._note(self.live_run, step)
+        if self.buffered_run is not None and step > self._sent(self.buffered_run):
             self.pending.append((values, step))
         return failures
 
     def flush(self, rows: list[dict]) -> None:
         """Send the kept steps to the buffered trackers (before a state is written, and at
         the end); the failures count in the last row's ``tracker_failures``."""
-        buffered = self._part(lambda name: name in BUFFERED)
-        if not self.pending or buffered is None:
+        if not self.pending or self.buffered_run is None:
             return
-        tracker = RunTracker(buffered, "train", self.log).start(self.config)
+        tracker = RunTracker(self.buffered_run, "train", self.log).start(self.config)
         for values, step in self.pending:
             tracker.log(values, step)
         tracker.finish()
-        self._note(tracker, self.pending[-1][1])
+        self._note(self.buffered_run, self.pending[-1][1])
         self.pending = []
         rows[-1]["tracker_failures"] += tracker.failures
 
@@ -87,24 +88,23 @@ class StepTracking:
         if self.live is not None:
             self.live.finish()
 
-    def _part(self, keep) -> TrackedRun | None:
-        """The run with only the trackers ``keep`` selects; None when that leaves none."""
-        if self.tracked is None:
-            return None
-        names = tuple(name for name in self.tracked.settings.report_to if keep(name))
-        if not names:
-            return None
-        settings = dataclasses.replace(self.tracked.settings, report_to=names)
-        return dataclasses.replace(self.tracked, settings=settings)
+    def _sent(self, run: TrackedRun) -> int:
+        """The last step every tracker of ``run`` holds (0: none)."""
+        return min(self.sent.get(name, 0) for name in run.settings.report_to)
 
-    def _sent(self, tracker: RunTracker) -> int:
-        return min(self.sent.get(name, 0) for name in tracker.run.settings.report_to)
-
-    def _buffered_sent(self) -> int:
-        return min(self.sent.get(name, 0) for name in BUFFERED)
-
-    def _note(self, tracker: RunTracker, step: int) -> None:
-        for name in tracker.run.settings.report_to:
+    def _note(self, run: TrackedRun, step: int) -> None:
+        for name in run.settings.report_to:
             self.sent[name] = step
         self.record.parent.mkdir(parents=True, exist_ok=True)
         write_json(self.record, self.sent)
+
+
+def _with_trackers(tracked: TrackedRun | None, keep) -> TrackedRun | None:
+    """``tracked`` with only the trackers ``keep`` selects; None when that leaves none."""
+    if tracked is None:
+        return None
+    names = tuple(name for name in tracked.settings.report_to if keep(name))
+    if not names:
+        return None
+    settings = dataclasses.replace(tracked.settings, report_to=names)
+    return dataclasses.replace(tracked, settings=settings)
