@@ -186,10 +186,6 @@ def get_base_model(wildcards):
     return EXPERIMENT.base_model_ref(wildcards.scale)
 
 
-def get_method_training_spec(wildcards):
-    return EXPERIMENT.method_training_spec(wildcards.method)
-
-
 def get_generation(wildcards):
     return EXPERIMENT.generation_of(wildcards.scale)
 

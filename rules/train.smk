@@ -2,6 +2,8 @@
 # per checkpoint. One rule per scale, because each scale has its own checkpoint steps and
 # Snakemake's outputs cannot depend on a wildcard's value.
 
+from dashrepro.training.methods import training_entry
+
 for _scale in config["scales"]:
 
     rule:
@@ -31,7 +33,7 @@ for _scale in config["scales"]:
             **gpu_resources(EXPERIMENT.training_gpus(_scale)),
         params:
             base_model=lambda wc, scale=_scale: EXPERIMENT.base_model_ref(scale),
-            method=get_method_training_spec,
+            method=lambda wc: training_entry(config["methods"][wc.method]),
             train=config["scales"][_scale]["train"],
             lora=config["scales"][_scale]["lora"],
             protocol=config["protocol"],

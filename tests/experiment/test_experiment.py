@@ -105,13 +105,6 @@ def test_training_env_and_gpus_follow_the_scales_train_settings(default, paper):
         assert paper.training_gpus(scale) == spec["train"]["num_processes"]
 
 
-def test_a_relabelled_method_keeps_its_training_spec(default):
-    config = copy.deepcopy(default.config)
-    config["methods"]["dash"]["label"] = "DASH (renamed)"
-    assert Experiment(config).method_training_spec("dash") == default.method_training_spec("dash")
-    assert "label" not in default.method_training_spec("dash")
-
-
 def test_statistics_keys_sit_beside_their_files(default):
     files, keys = default.statistics_inputs(), default.statistics_keys()
     assert len(files["samples"]) == len(keys["samples"]) > 0

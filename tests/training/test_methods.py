@@ -3,7 +3,7 @@
 import pytest
 
 from dashrepro.data.prompts import TeacherProtocol
-from dashrepro.training.methods import MethodSpec
+from dashrepro.training.methods import METHOD_TRAINING_KEYS, MethodSpec, training_entry
 
 
 def _reference_partial_solution(solution: str, keep_ratio: float = 0.5) -> str:
@@ -49,3 +49,29 @@ def test_method_spec_is_checked_against_the_objective_registry(default_config):
         MethodSpec.from_config(
             "x", {**entry, "objective": "avsd", "objective_params": {"kappa": 1}}
         )
+
+
+def test_the_training_entry_drops_only_the_label_and_keeps_the_key_order(default_config):
+    # The train rule's param: a relabel must not retrain, and its repr must not change with it.
+    entry = dict(default_config["methods"]["dash"], label="DASH (renamed)")
+    trained = training_entry(entry)
+    assert trained == training_entry(default_config["methods"]["dash"])
+    assert set(trained) == set(entry) - {"label"}
+    assert list(trained) == [key for key in METHOD_TRAINING_KEYS if key in entry]
+
+
+def test_the_method_aggregates_with_its_params_and_their_defaults(default_config):
+    torch = pytest.importorskip("torch")
+    from dashrepro import objectives
+
+    r = torch.tensor([[0.2, 0.9, 0.1], [0.5, 0.0, 0.3]])
+    mask = torch.tensor([[1.0, 1.0, 1.0], [1.0, 1.0, 0.0]])
+    sharp = MethodSpec.from_config(
+        "k", dict(default_config["methods"]["dash"], params={"kappa": 1.0})
+    )
+    default = MethodSpec.from_config("d", dict(default_config["methods"]["dash"], params={}))
+    got = sharp.aggregate(r, mask, teacher_entropy=None).coefficients
+    assert torch.equal(got, objectives.aggregate("dash", r, mask, kappa=1.0).coefficients)
+    got = default.aggregate(r, mask, teacher_entropy=None).coefficients
+    assert torch.equal(got, objectives.aggregate("dash", r, mask, kappa=5.0).coefficients)
+    assert not torch.equal(got, sharp.aggregate(r, mask, None).coefficients)

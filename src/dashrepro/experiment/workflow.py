@@ -47,7 +47,6 @@ from dashrepro.layout import (
 )
 from dashrepro.objectives.registry import teacher_views_of
 from dashrepro.settings import GenerationSettings, GradingSettings, TrainSettings
-from dashrepro.training.methods import METHOD_TRAINING_KEYS
 
 CPU_ENV = "../envs/cpu.yaml"
 GPU_ENV = "../envs/gpu.yaml"
@@ -123,11 +122,6 @@ class Experiment:
         """A scale's generation settings: the global ones with its own ``evaluation`` keys."""
         own = self.config["scales"][scale].get("evaluation") or {}
         return {**self.generation, **own}
-
-    def method_training_spec(self, method: str) -> dict:
-        """A method's training keys, without its display label (a relabel does not retrain)."""
-        spec = self.config["methods"][method]
-        return {key: spec[key] for key in METHOD_TRAINING_KEYS if key in spec}
 
     def train_settings(self, scale: str) -> TrainSettings:
         """A scale's training settings."""

@@ -59,13 +59,7 @@ def distill_loss(
         top_k=method.top_k,
     )
     entropy = objectives.teacher_entropy(teacher_logits, mask)
-    agg = objectives.aggregate(
-        method.aggregation,
-        r,
-        mask,
-        teacher_entropy=entropy if method.needs_teacher_entropy else None,
-        **method.params,
-    )
+    agg = method.aggregate(r, mask, entropy)
     trace = {"r": r.detach(), "teacher_entropy": entropy.detach(), "coefficient": agg.coefficients}
     if agg.gates is not None:
         trace["gate"] = agg.gates

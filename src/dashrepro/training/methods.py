@@ -39,6 +39,12 @@ METHOD_TRAINING_KEYS = (
 )
 
 
+def training_entry(entry: Mapping) -> dict:
+    """A ``methods.<m>`` entry without its display label, in ``METHOD_TRAINING_KEYS``' order:
+    the train rule's ``method`` param (so a relabel retrains nothing)."""
+    return {key: entry[key] for key in METHOD_TRAINING_KEYS if key in entry}
+
+
 @dataclass(frozen=True)
 class MethodSpec:
     """One training method of ``workflow_config.yaml`` (its ``label`` aside)."""
@@ -95,6 +101,17 @@ class MethodSpec:
     @property
     def needs_teacher_entropy(self) -> bool:
         return AGGREGATION_SPECS[self.aggregation].needs_teacher_entropy
+
+    def aggregate(self, r, mask, teacher_entropy):
+        """The method's aggregation of the local signal ``r`` over each rollout, under its
+        ``params`` (``objectives.aggregate`` fills in their defaults and checks their ranges);
+        the teacher's entropy goes only to an aggregation that reads it."""
+        from dashrepro import objectives  # torch, at call time: the config's parse loads this
+
+        entropy = teacher_entropy if self.needs_teacher_entropy else None
+        return objectives.aggregate(
+            self.aggregation, r, mask, teacher_entropy=entropy, **self.params
+        )
 
     @property
     def group_size(self) -> int:
