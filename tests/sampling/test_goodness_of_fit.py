@@ -30,6 +30,18 @@ from dashrepro.sampling import SamplingSettings, make_sampler
 from dashrepro.sampling.goodness_of_fit import randomized_pit, warped_probabilities
 
 
+@pytest.fixture(scope="module", autouse=True)
+def one_torch_thread():
+    """One torch thread for this module's draws. The vLLM cases run beside the suite on one of
+    the two cores, and two threads here then wait on each other: the grid took 40-90 s per
+    setting in CI, against about 8 s alone. With one thread always, the seeded draws (and so the
+    verdicts) are the same whatever runs beside them."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory, default_config):
     setup = fit_setup(tmp_path_factory.mktemp("gof"), default_config["protocol"])
