@@ -1,13 +1,13 @@
 """What experiment tracking costs a training job, per tracker: opening the run, each step's
 sending, and closing it, measured on a training row of the default's columns.
 
-TensorBoard and MLflow are sent each step as it ends (``training.step_tracking``); W&B gets the
-steps of each training state at once (its run opened, given them, finished), so its cost is per
-state, shown here per step for ``--steps-per-state`` steps. The per-step numbers are what a step
+TensorBoard and MLflow are sent each step as it ends (``training.step_tracking``); W&B and trackio
+get the steps of each training state at once (the run opened, given them, finished), so their
+cost is per state, shown here per step for ``--steps-per-state`` steps. The per-step numbers are what a step
 of a training job pays; compare them with a step's seconds (``seconds_*`` in
 train_metrics.parquet: several seconds for the embedded default on two cores).
 
-    python benchmarks/tracking_overhead.py                   # all three, 200 steps
+    python benchmarks/tracking_overhead.py                   # all four, 200 steps
     python benchmarks/tracking_overhead.py --trackers tensorboard --steps 50
 """
 
@@ -86,8 +86,9 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--steps-per-state", type=int, default=25)
     args = parser.parse_args()
-    print(f"{args.steps} steps of {COLUMNS} columns; W&B sent every {args.steps_per_state} "
-          f"steps (a state); {cpu_model()}, {platform.python_version()}")  # fmt: skip
+    print(f"{args.steps} steps of {COLUMNS} columns; W&B and trackio sent every "
+          f"{args.steps_per_state} steps (a state); {cpu_model()}, "
+          f"{platform.python_version()}")  # fmt: skip
     print("| tracker | open (s) | per step (ms) | median step (ms) | max step (ms) | close (s) "
           "| failures |\n|---|---|---|---|---|---|---|")  # fmt: skip
     for name in args.trackers:

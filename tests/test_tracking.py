@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from tracking_readers import (
@@ -13,6 +16,7 @@ from tracking_readers import (
     mlflow_scalars,
     tensorboard_scalars,
     tensorboard_text,
+    trackio_run,
     wandb_records,
 )
 
@@ -28,7 +32,10 @@ from dashrepro.tracking import (
     send_checkpoint_values,
 )
 
-ALL = ["tensorboard", "wandb", "mlflow"]
+ALL = ["tensorboard", "wandb", "mlflow", "trackio"]
+#: The trackers one process can hold runs of in any folder (trackio fixes its folder at its
+#: first import, so its jobs run in their own processes here, as a workflow's jobs do).
+IN_PROCESS = ["tensorboard", "wandb", "mlflow"]
 SUMMARY = {
     "mean_over_benchmarks": 37.5,
     "benchmarks": {
@@ -44,7 +51,7 @@ def tracked(directory, report_to=ALL, **settings) -> TrackedRun:
 
 
 def test_a_training_job_and_a_grading_job_fill_one_run_in_every_tracker(tmp_path):
-    run = tracked(tmp_path)
+    run = tracked(tmp_path, IN_PROCESS)
     rows = [{"step": s, "loss": 1.0 / s, "gate_mean": 0.25 * s, "tokens": 40} for s in (1, 2, 3)]
     tracker = RunTracker(run, "train").start({"run": {"train": {"lr": 1e-3, "steps": 3}}})
     for row in rows:
@@ -82,6 +89,84 @@ def test_a_training_job_and_a_grading_job_fill_one_run_in_every_tracker(tmp_path
     # step below one it has seen).
     assert history[3]["checkpoint/step"] == 2
     assert history[3]["checkpoint/aime2025/avg_at_k"] == 25.0
+
+
+#: A job of the workflow, in its own process: ``train`` (the run's config, then rows) or a
+#: grading or selection job (values at a step); it prints its failures and warnings.
+TRACKIO_JOB = """
+import json, os, sys
+from dashrepro.tracking import RunTracker, TrackedRun, scalars, send_checkpoint_values
+job, run, payload = sys.argv[1], TrackedRun.from_dict(json.loads(sys.argv[2])), json.loads(sys.argv[3])
+warnings = []
+if job == "train":
+    tracker = RunTracker(run, job, warnings.append).start(payload["config"])
+    for row in payload["rows"]:
+        tracker.log(scalars(row, "train"), row["step"])
+    tracker.finish()
+    failures = tracker.failures
+else:
+    failures = send_checkpoint_values(run, payload["values"], payload["step"], job, warnings.append)
+for folder in payload.get("then_elsewhere", []):  # a second run, in another folder
+    other = TrackedRun.from_dict({**run.to_dict(), "directory": folder})
+    failures += RunTracker(other, job, warnings.append).start().failures
+print(json.dumps({"failures": failures, "warnings": warnings,
+                  "leaked": "TRACKIO_DIR" in os.environ}))
+"""
+
+
+def trackio_job(job: str, run: TrackedRun, **payload) -> dict:
+    done = subprocess.run(
+        [sys.executable, "-c", TRACKIO_JOB, job, json.dumps(run.to_dict()), json.dumps(payload)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Trackio" not in done.stdout, done.stdout  # its banners stay out of the job's log
+    return json.loads(done.stdout.splitlines()[-1])
+
+
+def test_trackio_holds_a_runs_training_grading_and_selection_jobs_in_one_run(tmp_path):
+    """Each job in its own process, as in the workflow: one trackio run, every value at its
+    step, and the run's settings kept though the later jobs have none to give."""
+    run = tracked(tmp_path, ["trackio"])
+    rows = [{"step": s, "loss": 1.0 / s, "gate_mean": 0.25 * s, "tokens": 40} for s in (1, 2, 3)]
+    config = {"run": {"train": {"lr": 1e-3, "steps": 3}}}
+    jobs = [
+        trackio_job("train", run, config=config, rows=rows),
+        trackio_job("grade", run, values=checkpoint_scores(SUMMARY), step=2),
+        trackio_job("select", run, step=2,
+                    values=selection_values({"selected_step": 2, "selection_score": 37.5})),
+    ]  # fmt: skip
+    assert all(job == {"failures": 0, "warnings": [], "leaked": False} for job in jobs)
+
+    held, settings, runs = trackio_run(tmp_path / "trackio", "dashrepro", run.name)
+    assert runs == [run.name]
+    expected = {f"train/{key}": [(r["step"], float(r[key])) for r in rows]
+                for key in ("step", "loss", "gate_mean", "tokens")}  # fmt: skip
+    scores = {**checkpoint_scores(SUMMARY), "checkpoint/selected_step": 2.0,
+              "checkpoint/selection_score": 37.5}  # fmt: skip
+    expected.update({key: [(2, value)] for key, value in scores.items()})
+    assert held == expected
+    assert settings["run.train.lr"] == 0.001 and settings["run.train.steps"] == 3
+    assert settings["_Group"] == "tiny"
+    # docs/tracking.md's listing command, on this store.
+    listed = subprocess.run(
+        [str(Path(sys.executable).parent / "trackio"), "list", "runs", "--project", "dashrepro"],
+        env={**os.environ, "TRACKIO_DIR": str(tmp_path / "trackio")},
+        capture_output=True, text=True, timeout=120, check=True,
+    )  # fmt: skip
+    assert f"- {run.name}" in listed.stdout
+
+
+def test_trackio_kept_in_another_folder_by_its_process_costs_a_warning(tmp_path):
+    """trackio's folder is fixed in a process at its first import: a second run elsewhere in
+    the same process (never a workflow job's case) is refused with a warning, not written there."""
+    run = tracked(tmp_path / "first", ["trackio"])
+    job = trackio_job("grade", run, values={"checkpoint/mean_avg_at_k": 1.0}, step=1,
+                      then_elsewhere=[str(tmp_path / "second")])  # fmt: skip
+    assert job["failures"] == 1 and len(job["warnings"]) == 1
+    assert "trackio start failed" in job["warnings"][0]
+    assert "fixed at its first import" in job["warnings"][0]
+    assert not (tmp_path / "second" / "trackio").exists()
 
 
 def test_the_file_store_is_not_handed_to_processes_started_later(tmp_path, monkeypatch):

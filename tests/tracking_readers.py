@@ -1,11 +1,14 @@
 """What the experiment trackers hold, read back with each library's own reader: TensorBoard's
 event accumulator, W&B's offline run files (its datastore and record protobufs), MLflow's client
-on its file store. Each gives ``{key: [(step, value), ...]}`` in the order logged."""
+on its file store, trackio's SQLite storage. Each gives ``{key: [(step, value), ...]}`` in the
+order logged."""
 
 from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from collections import defaultdict
 from pathlib import Path
 
@@ -95,3 +98,34 @@ def mlflow_scalars(mlruns: Path, project: str, run_id: str) -> dict[str, list[tu
         key: sorted((m.step, m.value) for m in client.get_metric_history(run.info.run_id, key))
         for key in run.data.metrics
     }
+
+
+#: Run in a fresh interpreter: trackio fixes its folder (TRACKIO_DIR) when it is first imported.
+TRACKIO_READER = """
+import json, sys
+from trackio.sqlite_storage import SQLiteStorage
+project, name = sys.argv[1:3]
+print(json.dumps({"runs": SQLiteStorage.get_runs(project),
+                  "logs": SQLiteStorage.get_logs(project, name),
+                  "config": SQLiteStorage.get_run_config(project, name)}))
+"""
+
+
+def trackio_run(store: Path, project: str, name: str) -> tuple[dict, dict, list[str]]:
+    """The metrics (by step, in the order logged), the config and the project's run names of
+    the trackio run ``name`` in the store folder ``store``."""
+    env = {**os.environ, "TRACKIO_DIR": str(store)}
+    done = subprocess.run([sys.executable, "-c", TRACKIO_READER, project, name], env=env,
+                          capture_output=True, text=True, timeout=120, check=True)  # fmt: skip
+    held = json.loads(done.stdout.splitlines()[-1])
+    scalars = defaultdict(list)
+    for entry in held["logs"]:
+        for key, value in entry.items():
+            if key not in ("step", "timestamp"):
+                scalars[key].append((entry["step"], value))
+    return dict(scalars), held["config"] or {}, held["runs"]
+
+
+def trackio_scalars(store: Path, project: str, name: str) -> dict[str, list[tuple[int, float]]]:
+    """Every metric of the trackio run ``name``, by step."""
+    return trackio_run(store, project, name)[0]

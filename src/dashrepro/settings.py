@@ -261,6 +261,7 @@ TRACKER_PACKAGES = {
     "tensorboard": ("tensorboard", "tensorboard"),
     "wandb": ("wandb", "wandb"),
     "mlflow": ("mlflow", "mlflow-skinny"),
+    "trackio": ("trackio", "trackio"),
 }
 
 
@@ -271,22 +272,24 @@ class TrackingSettings:
 
     report_to: tuple[str, ...] = help_field(
         "Trackers every training run and checkpoint grading logs to: tensorboard, wandb, "
-        "mlflow (each needs its package: pip install -e '.[tracking]'); empty: none.",
+        "mlflow, trackio (each needs its package: pip install -e '.[tracking]'); empty: none.",
         default=(),
     )
     project: str = help_field(
-        "The tracker project (W&B project, MLflow experiment, TensorBoard's run-name prefix).",
+        "The tracker project (W&B project, MLflow experiment, trackio project, TensorBoard's "
+        "run-name prefix).",
         default="dashrepro",
     )
     directory: str | None = help_field(
         "Where the local trackers write (TensorBoard event files, W&B offline runs, MLflow's "
-        "file store); null: results/<experiment>/tracking.",
+        "file store, trackio's SQLite store); null: results/<experiment>/tracking.",
         default=None,
     )
     offline: bool = help_field(
         "W&B writes offline run files (synced later with `wandb sync`); false: online, for a "
         "node that reaches the W&B server. MLflow goes to MLFLOW_TRACKING_URI when it is set, "
-        "else to the file store under `directory`.",
+        "else to the file store under `directory`; trackio to TRACKIO_SERVER_URL or "
+        "TRACKIO_SPACE_ID when one is set, else to its SQLite store under `directory`.",
         default=True,
     )
 

@@ -1,5 +1,6 @@
 """Experiment tracking: a run's training steps and its checkpoints' scores, live, in TensorBoard,
-Weights & Biases or MLflow, through accelerate's tracker classes, never at the cost of the job.
+Weights & Biases, MLflow or trackio, through accelerate's tracker classes, never at the cost of
+the job.
 
 ``TrackedRun`` names the one tracker run of an (experiment, method, scale, seed) and where its
 local files go; ``RunTracker`` opens it (the same run again when a job resumes or a grading job
@@ -10,9 +11,12 @@ disk, a bad key) costs a warning in the job's log and a count, never the job. Th
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import re
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -198,6 +202,10 @@ def _store_config(tracker, config: Mapping) -> None:
     if tracker.name == "tensorboard":
         text = json.dumps(config, indent=2, default=str)
         tracker.log({"config": "\n".join(f"    {line}" for line in text.splitlines())}, step=0)
+    elif tracker.name == "trackio":
+        # accelerate's store_init_configuration passes W&B's allow_val_change keyword on to
+        # trackio's config, a plain dict, which would keep it as a setting.
+        tracker.tracker.config.update(flat_config(config))
     else:
         tracker.store_init_configuration(flat_config(config))
 
@@ -230,6 +238,8 @@ def _started(name: str, run: TrackedRun, job: str):
         )
     elif name == "mlflow":
         tracker = _mlflow_tracker(run, directory, project)
+    elif name == "trackio":
+        tracker = _trackio_tracker(run, directory, project)
     else:
         raise ValueError(f"tracking.report_to: unknown tracker {name!r}")
     tracker.start()
@@ -264,6 +274,66 @@ def _mlflow_tracker(run: TrackedRun, directory: Path, project: str):
         run_id=found[0].info.run_id if found else None,
         tags={**run.tags, MLFLOW_RUN_TAG: run.run_id},
         run_name=run.name,
+    )
+
+
+def _trackio_tracker(run: TrackedRun, directory: Path, project: str):
+    """accelerate's trackio tracker on the run (found again by its name) in trackio's SQLite
+    store under ``directory``, unless TRACKIO_SERVER_URL or TRACKIO_SPACE_ID names a server."""
+    from accelerate import PartialState
+    from accelerate.tracking import TrackioTracker
+
+    store = (directory / "trackio").resolve()
+    if "trackio" not in sys.modules:
+        # trackio reads its folder from TRACKIO_DIR once, at its first import. It is set for that
+        # import only, so that no process started later takes this run's store for its own.
+        before = os.environ.get("TRACKIO_DIR")
+        os.environ["TRACKIO_DIR"] = str(store)
+        try:
+            import trackio  # noqa: F401
+        finally:
+            if before is None:
+                del os.environ["TRACKIO_DIR"]
+            else:
+                os.environ["TRACKIO_DIR"] = before
+    import trackio.utils
+    from trackio.sqlite_storage import SQLiteStorage
+
+    if Path(trackio.utils.TRACKIO_DIR).resolve() != store:  # never in a job: it opens one run
+        raise RuntimeError(
+            f"trackio writes to {trackio.utils.TRACKIO_DIR} in this process (fixed at its first "
+            f"import), not to {store}"
+        )
+    # accelerate runs its trackio tracker on every process, so the tracker builds no accelerate
+    # state, which accelerate's logging needs (a grading job has none).
+    PartialState()
+    # trackio replaces a run's stored config with that of each job that opens the run: a job
+    # that has none of its own (a resumed or a grading job) passes the stored one on.
+    stored = SQLiteStorage.get_run_config(project, run.name) or {}
+
+    class QuietTrackioTracker(TrackioTracker):
+        """trackio prints a banner whenever a run opens or closes: the job's log stays the
+        job's (its warnings go to stderr and stay)."""
+
+        def start(self):
+            with contextlib.redirect_stdout(io.StringIO()):
+                super().start()
+
+        def finish(self):
+            # trackio's own finish: accelerate's leaves the run current, and trackio would
+            # finish it again (and print again) when the process exits.
+            with contextlib.redirect_stdout(io.StringIO()):
+                trackio.finish()
+
+    return QuietTrackioTracker(
+        project,
+        name=run.name,
+        group=run.experiment,
+        config={key: value for key, value in stored.items() if not key.startswith("_")},
+        resume="allow",
+        embed=False,
+        auto_log_cpu=False,  # no sampling thread competes with training
+        auto_log_gpu=False,
     )
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 import torch
 from safetensors.torch import load_file
-from tracking_readers import mlflow_scalars, tensorboard_scalars, wandb_scalars
+from tracking_readers import mlflow_scalars, tensorboard_scalars, trackio_scalars, wandb_scalars
 from training_helpers import LORA
 
 from dashrepro.settings import TrackingSettings
@@ -129,7 +129,9 @@ def test_kill_9_then_rerun_gives_the_uninterrupted_adapter(
     values of train_metrics.parquet, in one run (issue: tracking resumes with the job)."""
     import pandas as pd
 
-    settings = TrackingSettings.from_config({"report_to": ["tensorboard", "wandb", "mlflow"]})
+    settings = TrackingSettings.from_config(
+        {"report_to": ["tensorboard", "wandb", "mlflow", "trackio"]}
+    )
     tracked = TrackedRun(settings, str(tmp_path / "tracking"), "tiny", "dash", "tiny", 3)
     run = write_run(tmp_path / "run.json", tiny_setup, default_config, tmp_path / "out",
                     tracked=tracked)  # fmt: skip
@@ -156,6 +158,7 @@ def assert_tracked_once(tracked: TrackedRun, metrics) -> None:
         "tensorboard": tensorboard_scalars(folder / "tensorboard" / "dashrepro" / tracked.name),
         "wandb": wandb_scalars(folder / "wandb"),
         "mlflow": mlflow_scalars(folder / "mlruns", "dashrepro", tracked.run_id),
+        "trackio": trackio_scalars(folder / "trackio", "dashrepro", tracked.name),
     }
     assert (metrics["tracker_failures"] == 0).all()
     timed = {"tokens_per_second", *(c for c in metrics.columns if c.startswith("seconds_"))}

@@ -3,10 +3,11 @@
 ``StepTracking`` sends each step's metrics row (on the main process) to the run's trackers and
 notes, per tracker, the last step they hold durably, in the run's resume folder: a job killed
 after step j and resumed from an earlier state repeats steps it need not send again. TensorBoard
-and MLflow write each step as it is sent, so they get it live. W&B holds what it is sent in its
-service process until its run is finished, and a kill -9 loses that, so its steps are kept here
-and sent (its run opened, given them, finished) when a training state is written and at the
-end: then a resumed job holds, in each tracker, every step once. The failures of a step's
+and MLflow write each step as it is sent, so they get it live. W&B (its service process) and
+trackio (its sender thread) hold what they are sent until their run is finished, and a kill -9
+loses that, so their steps are kept here and sent (the run opened, given them, finished) when a
+training state is written and at the end: then a resumed job holds, in each tracker, every step
+once. The failures of a step's
 sending count in that row's ``tracker_failures``.
 """
 
@@ -22,7 +23,7 @@ from dashrepro.tracking import RunTracker, TrackedRun, scalars
 #: The file (in the run's resume folder) that holds, per tracker, the last step it holds.
 SENT_STEP_FILE = "tracked_steps.json"
 #: Trackers whose writes are durable only once their run is finished (sent at states).
-BUFFERED = ("wandb",)
+BUFFERED = ("wandb", "trackio")
 
 
 class StepTracking:
