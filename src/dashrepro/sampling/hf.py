@@ -18,6 +18,7 @@ from typing import Any
 import torch
 
 from dashrepro.sampling.base import Sample, SamplingSettings, adapter_key
+from dashrepro.sampling.kv_cache import preallocated_cache
 
 
 def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -63,6 +64,9 @@ def sample_responses(
                 max_new_tokens=settings.max_new_tokens,
                 eos_token_id=eos_id,
                 pad_token_id=pad_id,
+                # Sized once for the call: the same samples, without copying the whole cache
+                # at every step (sampling.kv_cache).
+                past_key_values=preallocated_cache(ids.shape[1] + settings.max_new_tokens),
             )
             generated = out[:, ids.shape[1] :].tolist()
             for offset, row in enumerate(generated):
