@@ -4,7 +4,8 @@ transformers' ``DynamicLayer`` concatenates a layer's whole cache with each new 
 values, so every step copies everything cached so far: a fifth of the embedded default's CPU
 generation time. ``PreallocatedLayer`` writes each step into buffers of the prompt's width plus
 ``max_new_tokens`` positions and hands attention the filled part, as views of them: the same
-values in the same shape, so the samples are the same, bit for bit (tests/sampling/test_kv_cache.py).
+values in the same shape, so the samples are the same, bit for bit
+(tests/sampling/test_kv_cache.py).
 """
 
 from __future__ import annotations

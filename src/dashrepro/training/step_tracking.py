@@ -7,8 +7,7 @@ and MLflow write each step as it is sent, so they get it live. W&B (its service 
 trackio (its sender thread) hold what they are sent until their run is finished, and a kill -9
 loses that, so their steps are kept here and sent (the run opened, given them, finished) when a
 training state is written and at the end: then a resumed job holds, in each tracker, every step
-once. The failures of a step's
-sending count in that row's ``tracker_failures``.
+once. The failures of a step's sending count in that row's ``tracker_failures``.
 """
 
 from __future__ import annotations
