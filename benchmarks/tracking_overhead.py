@@ -1,11 +1,12 @@
 """What experiment tracking costs a training job, per tracker: opening the run, each step's
 sending, and closing it, measured on a training row of the default's columns.
 
-TensorBoard and MLflow are sent each step as it ends (``training.step_tracking``); W&B and trackio
-get the steps of each training state at once (the run opened, given them, finished), so their
-cost is per state, shown here per step for ``--steps-per-state`` steps. The per-step numbers are what a step
-of a training job pays; compare them with a step's seconds (``seconds_*`` in
-train_metrics.parquet: several seconds for the embedded default on two cores).
+TensorBoard and MLflow are sent each step as it ends (``training.step_tracking``); W&B and
+trackio get the steps of each training state at once (the run opened, given them, finished), so
+their cost is per state, shown here per step for ``--steps-per-state`` steps. The per-step
+numbers are what a step of a training job pays; compare them with a step's seconds
+(``seconds_*`` in train_metrics.parquet: several seconds for the embedded default on two
+cores).
 
     python benchmarks/tracking_overhead.py                   # all four, 200 steps
     python benchmarks/tracking_overhead.py --trackers tensorboard --steps 50

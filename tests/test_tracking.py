@@ -96,7 +96,8 @@ def test_a_training_job_and_a_grading_job_fill_one_run_in_every_tracker(tmp_path
 TRACKIO_JOB = """
 import json, os, sys
 from dashrepro.tracking import RunTracker, TrackedRun, scalars, send_checkpoint_values
-job, run, payload = sys.argv[1], TrackedRun.from_dict(json.loads(sys.argv[2])), json.loads(sys.argv[3])
+job, run = sys.argv[1], TrackedRun.from_dict(json.loads(sys.argv[2]))
+payload = json.loads(sys.argv[3])
 warnings = []
 if job == "train":
     tracker = RunTracker(run, job, warnings.append).start(payload["config"])
