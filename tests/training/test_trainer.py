@@ -270,3 +270,35 @@ def test_traces_hold_the_unclipped_forward_kl_beside_the_signal(
     else:  # per-entry clipping only lowers it
         assert (traces["divergence"] >= traces["r"] - 1e-6).all()
         assert (traces["divergence"] > traces["r"] + 1e-6).any()
+
+
+ONE_PROCESS_RUN = r"""
+import json, sys
+from dashrepro.data.prompts import TeacherProtocol
+from dashrepro.training.methods import MethodSpec
+from dashrepro.training.trainer import train_run
+
+args = json.loads(sys.argv[1])
+train_run(base_model_dir=args["folder"], train_parquet=args["data"], out_dir=args["out"],
+          method=MethodSpec.from_config("dash", args["method"]), train=args["train"],
+          lora=args["lora"], protocol=TeacherProtocol.from_config(args["protocol"]), seed=0,
+          log=lambda _: None)
+print(json.dumps(sorted(name for name in ("deepspeed", "mlflow") if name in sys.modules)))
+"""
+
+
+def test_a_one_process_run_without_deepspeed_never_imports_it(tiny_setup, tmp_path, default_config):
+    # accelerate's unwrap_model imports DeepSpeed (and MLflow with it) to look for its engine:
+    # about a second of every embedded training job, for a model nothing wrapped.
+    import json
+    import subprocess
+    import sys
+
+    folder, data, _ = tiny_setup
+    args = {"folder": str(folder), "data": str(data), "out": str(tmp_path),
+            "method": default_config["methods"]["dash"], "train": ONE_STEP, "lora": LORA,
+            "protocol": default_config["protocol"]}  # fmt: skip
+    done = subprocess.run([sys.executable, "-c", ONE_PROCESS_RUN, json.dumps(args)],
+                          capture_output=True, text=True, check=True)  # fmt: skip
+    assert (tmp_path / "checkpoint-1" / "adapter_model.safetensors").is_file()
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == []

@@ -123,7 +123,14 @@ class _Slot:
 
 def _mp_context():
     methods = mp.get_all_start_methods()
-    return mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+    if "forkserver" not in methods:
+        return mp.get_context("spawn")
+    context = mp.get_context("forkserver")
+    # The fork server imports math-verify once and every worker forks with it loaded, instead
+    # of each worker importing it (the default preloads only the main module). It applies to a
+    # fork server not yet started.
+    context.set_forkserver_preload(["__main__", "math_verify"])
+    return context
 
 
 def grade_batch(

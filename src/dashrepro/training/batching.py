@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass
+from functools import lru_cache
 
 import pandas as pd
 import torch
@@ -52,10 +53,13 @@ def check_training_data(data: pd.DataFrame, where: str) -> None:
         )
 
 
-def epoch_order(n_rows: int, seed: int, epoch: int) -> list[int]:
+@lru_cache(maxsize=4)
+def epoch_order(n_rows: int, seed: int, epoch: int) -> tuple[int, ...]:
+    """The seeded permutation of epoch ``epoch``. Cached: every row of a micro-batch asks for
+    it, and shuffling a 10,000-row set takes 2 ms."""
     order = list(range(n_rows))
     random.Random(f"{seed}:{epoch}").shuffle(order)
-    return order
+    return tuple(order)
 
 
 def micro_batch_rows(

@@ -109,7 +109,10 @@ class DistillationRecipe(TrainingStates):
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
         optimizer, self.scheduler = build_optimizer(self.trainable, train.lr, self.steps)
         self.model, self.optimizer = self.accelerator.prepare(self.model, optimizer)
-        self.policy = self.accelerator.unwrap_model(self.model)
+        # One process without DeepSpeed wraps nothing, and accelerate's unwrap_model imports
+        # DeepSpeed (with MLflow: about 1 s of every single-process job) to look for its engine.
+        wrapped = self.deepspeed or self.accelerator.num_processes > 1
+        self.policy = self.accelerator.unwrap_model(self.model) if wrapped else self.model
         self.device = self.accelerator.device
         self.optimizer_state = StateInAccelerateFolder() if self.deepspeed else self.optimizer
         self.run_config = self._run_config()
