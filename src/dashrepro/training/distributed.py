@@ -85,6 +85,15 @@ def make_accelerator(train: TrainSettings):
     return Accelerator(deepspeed_plugin=plugin, **kwargs)
 
 
+def unwrapped_model(accelerator, model, deepspeed: bool):
+    """The model under what ``accelerator.prepare`` wrapped it in. One process without DeepSpeed
+    wraps nothing, and accelerate's ``unwrap_model`` imports DeepSpeed (with MLflow: about 1 s
+    of every single-process job) only to look for its engine, so it is asked only otherwise."""
+    if deepspeed or accelerator.num_processes > 1:
+        return accelerator.unwrap_model(model)
+    return model
+
+
 def _single_process_group(backend: str) -> None:
     """What a launcher of one process provides, for DeepSpeed in a process started without one
     (the workflow's one-process runs): DeepSpeed would otherwise look for MPI (mpi4py) to learn

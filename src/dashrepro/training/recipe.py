@@ -47,6 +47,7 @@ from dashrepro.training.distributed import (
     StateInAccelerateFolder,
     any_process,
     make_accelerator,
+    unwrapped_model,
     zero_backward,
 )
 from dashrepro.training.losses import grpo_sequence_advantages, method_loss
@@ -109,10 +110,7 @@ class DistillationRecipe(TrainingStates):
         self.trainable = [p for p in self.model.parameters() if p.requires_grad]
         optimizer, self.scheduler = build_optimizer(self.trainable, train.lr, self.steps)
         self.model, self.optimizer = self.accelerator.prepare(self.model, optimizer)
-        # One process without DeepSpeed wraps nothing, and accelerate's unwrap_model imports
-        # DeepSpeed (with MLflow: about 1 s of every single-process job) to look for its engine.
-        wrapped = self.deepspeed or self.accelerator.num_processes > 1
-        self.policy = self.accelerator.unwrap_model(self.model) if wrapped else self.model
+        self.policy = unwrapped_model(self.accelerator, self.model, self.deepspeed)
         self.device = self.accelerator.device
         self.optimizer_state = StateInAccelerateFolder() if self.deepspeed else self.optimizer
         self.run_config = self._run_config()
