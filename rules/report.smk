@@ -112,7 +112,7 @@ rule statistics:
         gap=report(
             LAYOUT.statistics(f"{REPRODUCTION_GAP}.csv"),
             caption="../report/reproduction_gap.rst",
-            category="Statistics",
+            category="Reproduction gap",
         ),
         gap_png=LAYOUT.statistics(f"{REPRODUCTION_GAP}.png"),
         gap_pdf=LAYOUT.statistics(f"{REPRODUCTION_GAP}.pdf"),

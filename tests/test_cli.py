@@ -10,7 +10,7 @@ from dashrepro import cli
 def test_no_or_an_unknown_subcommand_prints_the_usage(capsys):
     assert cli.main([]) == 2
     assert cli.main(["nothing"]) == 2
-    assert "usage: dashrepro {audit}" in capsys.readouterr().out
+    assert "usage: dashrepro {audit,compare}" in capsys.readouterr().out
 
 
 def test_a_subcommand_gets_the_arguments_after_its_name(capsys):

@@ -67,6 +67,15 @@ def test_the_readme_block_and_the_expected_results_page_come_from_one_run(repo_r
     assert (repo_root / "docs" / "assets" / f"{expected_results.FIGURE}.png").is_file()
 
 
+def test_the_expected_results_page_and_the_readme_block_are_rendered_from_the_record(repo_root):
+    """The committed record (what `dashrepro compare` reads) gives the page and the README's
+    block as committed, word for word: the numbers a user compares against are the page's."""
+    record = expected_results.read_record(repo_root / expected_results.RECORD)
+    wanted = expected_results.rendered(record, repo_root)
+    for path, text in wanted.items():
+        assert path.read_text() == text, f"{path} is not what its record renders"
+
+
 def test_the_screenshot_script_shoots_the_three_pages(repo_root, tmp_path):
     """scripts/docs_screenshots.sh as docs/index.md gives it (where Chromium is installed)."""
     import shutil

@@ -2,13 +2,17 @@
 
 dashrepro audit main_results dash tiny aime2025 --verify    # a cell's chain, checked
 dashrepro audit --report                                    # every cell of an experiment
+dashrepro compare tiny                                      # did this run reproduce the page?
 """
 
 from __future__ import annotations
 
 import sys
 
-COMMANDS = {"audit": "dashrepro.provenance.audit.cli:run_cli"}
+COMMANDS = {
+    "audit": "dashrepro.provenance.audit.cli:run_cli",
+    "compare": "dashrepro.analysis.reproduction:run_cli",
+}
 
 
 def main(argv: list[str] | None = None) -> int:

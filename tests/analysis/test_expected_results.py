@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import csv
-import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,72 +12,12 @@ import pytest
 from dashrepro.analysis import expected_results as er
 from dashrepro.layout import Results
 
-TABLE = """| Method | AIME 2024 | AIME 2025 | HMMT 2025 | Average | Seeds |
-|---|---|---|---|---|---|
-| OPSD | 70.00 | 50.00 | 20.00 | 46.67 | 1 |
-| DASH (Ours) | **72.50** | **51.25** | **21.00** | **48.25** | 1 |"""
-VALUES = {"opsd": (70.0, 50.0, 20.0, 46.6666), "dash": (72.5, 51.25, 21.0, 48.25)}
-
-
-def _csv(path: Path, rows: list[dict]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
-        writer.writeheader()
-        writer.writerows(rows)
-
-
-def _statistics_rows(kind: str) -> list[dict]:
-    rows = []
-    for method, values in VALUES.items():
-        if kind == "paired" and method == "opsd":
-            continue
-        for column, value in zip(er.COLUMNS, values, strict=True):
-            shift = (
-                value - 45.0 if kind == "lift" else value - VALUES["opsd"][er.COLUMNS.index(column)]
-            )
-            number = value if kind == "cells" else shift
-            row = {"table": "main_results", "row": method, "scale": "tiny", "column": column,
-                   "ci_low": number - 4.0, "ci_high": number + 3.5, "interval": "bootstrap basic"}  # fmt: skip
-            row["value" if kind == "cells" else "difference"] = number
-            if kind == "paired":
-                row["reference"] = "opsd"
-            rows.append(row)
-    rows.append({**rows[0], "table": "other_table"})  # another table's rows are left out
-    return rows
+from .finished_run import TABLE, make_pages, make_run, shift_times, write_csv
 
 
 @pytest.fixture
 def run(tmp_path) -> Path:
-    """A finished run's files, as the workflow names them, under tmp_path/results/tiny."""
-    results = Results("tiny")
-    (tmp_path / results.table("main_results", "md")).parent.mkdir(parents=True)
-    (tmp_path / results.table("main_results", "md")).write_text(TABLE + "\n")
-    for kind, name in (("cells", "cell_statistics.csv"), ("lift", "base_lift.csv"),
-                       ("paired", "paired_differences.csv")):  # fmt: skip
-        _csv(tmp_path / results.statistics(name), _statistics_rows(kind))
-    base = {"student": {"mean_over_benchmarks": 45.0, "benchmarks": {"aime2024": {"avg_at_k": 50.0}}},
-            "teacher": {"mean_over_benchmarks": 90.0, "benchmarks": {}}}  # fmt: skip
-    accuracy = tmp_path / results.base_eval_file("accuracy.json", "tiny")
-    accuracy.parent.mkdir(parents=True)
-    accuracy.write_text(json.dumps(base))
-    for rule, key, seconds in (
-        ("train_lora", "a", 30.0),
-        ("train_lora", "b", 12.5),
-        ("table", None, 1.0),
-    ):
-        timing = tmp_path / results.job_timing(rule, key)
-        timing.parent.mkdir(parents=True, exist_ok=True)
-        timing.write_text(f"s\th:m:s\n{seconds}\t0:00:{int(seconds):02d}\n")
-    for name, start, end in (("a", "2026-01-02T10:00:00+00:00", "2026-01-02T10:05:00+00:00"),
-                             ("b", "2026-01-02T10:01:00+00:00", "2026-01-02T10:12:30+00:00")):  # fmt: skip
-        record = {"started_utc": start, "finished_utc": end,
-                  "numerics": {"cpu": "Test CPU", "aten_cpu_capability": "AVX2"}}  # fmt: skip
-        (tmp_path / results.root / f"{name}.provenance.json").write_text(json.dumps(record))
-    figure = tmp_path / results.figure(er.FIGURE, "png")
-    figure.parent.mkdir(parents=True)
-    figure.write_bytes(b"\x89PNG fake")
-    return tmp_path
+    return make_run(tmp_path)
 
 
 def test_the_page_holds_the_run_files_numbers(run):
@@ -114,13 +55,81 @@ def test_a_missing_file_is_named(run):
         er.read_run("tiny", run)
 
 
+def test_the_page_is_rendered_from_its_record_alone(run, tmp_path):
+    root = make_pages(tmp_path)
+    facts = er.read_run("tiny", run)
+    er.write(facts, er.run_figure("tiny", run), root)
+    record = er.read_record(root / er.RECORD)
+    assert record == facts
+    assert (root / er.PAGE).read_text() == er.page(record)
+    assert (
+        er.with_readme_block((root / er.README).read_text(), er.readme_block(record))
+        == (root / er.README).read_text()
+    )
+    assert (root / er.FIGURE_COPY).read_bytes() == b"\x89PNG fake"
+
+
+def test_a_finished_run_timed_differently_leaves_the_page_current(run, tmp_path, capsys):
+    """The README's two commands in order: the demo's run reproduces the page's numbers but
+    not its times (another machine, another load); the page is not stale for that."""
+    root = make_pages(tmp_path)
+    er.write(er.read_run("tiny", run), er.run_figure("tiny", run), root)
+    written = (root / er.PAGE).read_text()
+    shift_times(run)
+    facts = er.read_run("tiny", run)
+    assert facts.measured.wall_seconds == 25 * 3600 and facts.measured.job_seconds == 297
+    assert er.check(facts, er.run_figure("tiny", run), root) == []
+    assert er.main(["tiny", "--directory", str(run), "--root", str(root), "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "the page is current" in out and "3 jobs in 12 min 30 s" in out  # the page's run
+    assert "3 jobs in 1500 min 00 s" in out  # this run's, shown as a measurement
+    assert (root / er.PAGE).read_text() == written
+
+
+def test_a_run_whose_numbers_differ_is_reported_as_such_not_as_out_of_date(run, tmp_path):
+    root = make_pages(tmp_path)
+    er.write(er.read_run("tiny", run), er.run_figure("tiny", run), root)
+    cells = run / Results("tiny").statistics("cell_statistics.csv")
+    rows = list(csv.DictReader(cells.open()))
+    rows[1]["value"] = str(float(rows[1]["value"]) + 1.0)
+    write_csv(cells, rows)
+    problems = er.check(er.read_run("tiny", run), er.run_figure("tiny", run), root)
+    assert len(problems) == 1 and "numbers differ from the page's in 1 of" in problems[0]
+    assert "out of date" not in problems[0] and "dashrepro compare tiny" in problems[0]
+
+
+def test_a_page_that_is_not_what_the_run_gives_is_out_of_date(run, tmp_path):
+    root = make_pages(tmp_path)
+    er.write(er.read_run("tiny", run), er.run_figure("tiny", run), root)
+    (root / er.PAGE).write_text((root / er.PAGE).read_text().replace("45.00", "45.01"))
+    (root / er.FIGURE_COPY).write_bytes(b"another figure")
+    problems = er.check(er.read_run("tiny", run), er.run_figure("tiny", run), root)
+    assert [p.split(" is out of date")[0] for p in problems] == [
+        str(root / er.PAGE),
+        str(root / er.FIGURE_COPY),
+    ]
+    (root / er.RECORD).unlink()
+    assert (
+        "expected-results.json is missing"
+        in er.check(er.read_run("tiny", run), er.run_figure("tiny", run), root)[0]
+    )
+
+
 def test_the_committed_page_is_the_default_runs_where_that_run_is_here(repo_root):
-    """With a default run in results/tiny (``bash scripts/demo.sh``): if the page was written
-    from these very files (their sha256 on the page), it must be what they give now."""
+    """With a default run in results/tiny (``bash scripts/demo.sh``, before or after the
+    tests): ``dashrepro compare`` answers for it, and if its numbers are the page's the page
+    must be current, whatever the run's times."""
     if not (repo_root / Results("tiny").table("main_results", "md")).is_file():
         pytest.skip("no default run here (results/tiny): run `bash scripts/demo.sh` first")
+    from dashrepro.analysis import reproduction
+
+    done = subprocess.run([sys.executable, "-m", "dashrepro.cli", "compare", "tiny"],
+                          cwd=repo_root, capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode in (0, 1), done.stdout + done.stderr
+    assert "REPRODUCED" in done.stdout.splitlines()[-1], done.stdout[-2000:]
     facts = er.read_run("tiny", repo_root)
-    committed = (repo_root / "docs" / "expected-results.md").read_text()
-    if any(digest not in committed for digest in facts.sources.values()):
-        pytest.skip("docs/expected-results.md was written from another run's files")
+    expected = er.read_record(repo_root / er.RECORD)
+    if any(v.kind != reproduction.IDENTICAL for v in reproduction.compare(expected, facts)):
+        pytest.skip("this run's numbers are not the page's (another machine): see the compare")
+    assert done.returncode == 0 and "REPRODUCED: all" in done.stdout
     assert er.main(["tiny", "--directory", str(repo_root), "--check"]) == 0

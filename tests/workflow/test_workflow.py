@@ -519,8 +519,11 @@ def test_one_figure_regenerates_alone_and_the_report_is_captioned(run_copy, repo
     assert made.returncode == 0, (made.stdout + made.stderr)[-3000:]
     html = report.read_text()
     for text in ("main_results", "checkpoint_curves", "motivation_spearman",
-                 "best mean over the benchmarks", "Tables", "Figures"):  # fmt: skip
+                 "best mean over the benchmarks", "Tables", "Figures", "Reproduction gap"):  # fmt: skip
         assert text in html, text
+    # docutils' own warnings (a category named like the report's Statistics panel gave
+    # "Duplicate explicit target name") are rendered into the page: there must be none.
+    assert "System Message" not in html and "Duplicate explicit target" not in html
 
 
 # ------------------------------------------------------------------ audit and statistics

@@ -3,11 +3,13 @@
 Reads ``results/<experiment>/``: the main table, its cells' intervals, the lift over the base
 student and the paired differences against the reference method (``statistics/``), the base
 model's accuracies, the job timings, the provenance records (wall time, CPU) and one figure. It
-writes ``docs/expected-results.md`` and the block between the README's markers; ``--check``
-compares both with what the run's files give.
+writes them to ``docs/expected-results.json`` (the record ``dashrepro compare`` reads), renders
+``docs/expected-results.md`` and the block between the README's markers from that record, and
+copies the figure. ``--check`` says whether the page is what the run's files give: the run's
+time and CPU are a measurement of that run, shown but never a reason to call the page stale.
 
-    python -m dashrepro.analysis.expected_results results/tiny          # write the page
-    python -m dashrepro.analysis.expected_results results/tiny --check  # exit 1 if stale
+    python -m dashrepro.analysis.expected_results tiny          # write the page
+    python -m dashrepro.analysis.expected_results tiny --check  # exit 1 if stale
 """
 
 from __future__ import annotations
@@ -17,26 +19,76 @@ import csv
 import json
 import sys
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, replace
 from datetime import datetime
 from pathlib import Path
 
 from dashrepro import layout
-from dashrepro.io import atomic_path, sha256_file, write_text
+from dashrepro.io import atomic_path, read_json, sha256_file, write_text
 from dashrepro.layout import REPO_ROOT
 
-PAGE = REPO_ROOT / "docs" / "expected-results.md"
-README = REPO_ROOT / "README.md"
+# Where the page and its record live, relative to the repository (main's --root).
+PAGE = Path("docs") / "expected-results.md"
+RECORD = Path("docs") / "expected-results.json"
+README = Path("README.md")
 FIGURE = "checkpoint_curves"  # the figure the README shows
-FIGURE_COPY = REPO_ROOT / "docs" / "assets" / f"{FIGURE}.png"
+FIGURE_COPY = Path("docs") / "assets" / f"{FIGURE}.png"
 BEGIN = "<!-- expected-results:begin"
 END = "<!-- expected-results:end -->"
 COLUMNS = ("aime2024", "aime2025", "hmmt_feb2025", "average")
+COLUMN_TITLES = dict(zip(COLUMNS, ("AIME 2024", "AIME 2025", "HMMT 2025", "Average"), strict=True))
+# The statistics columns the page (and the comparison) read; the record keeps only these.
+KEPT_COLUMNS = ("table", "row", "scale", "column", "value", "difference", "reference",
+                "ci_low", "ci_high", "interval")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """How long a run took and on what: a measurement of that run, not a result to reproduce."""
+
+    seconds_by_rule: dict[str, tuple[int, float]]  # rule -> (jobs, job-seconds)
+    started: datetime  # the first job's start
+    wall_seconds: float  # first job's start to last job's end
+    cpu: str
+    kernel_path: str
+
+    @property
+    def jobs(self) -> int:
+        return sum(n for n, _ in self.seconds_by_rule.values())
+
+    @property
+    def job_seconds(self) -> float:
+        return sum(s for _, s in self.seconds_by_rule.values())
+
+    def summary(self) -> str:
+        """One sentence: jobs, wall time, date, CPU and kernel path."""
+        return (
+            f"{self.jobs} jobs in {_minutes(self.wall_seconds)} (first job's start to last "
+            f"job's end) on {self.started:%Y-%m-%d}, on {self.cpu} with torch's "
+            f"{self.kernel_path} kernels (from the run's provenance records)"
+        )
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "started": self.started.isoformat(),
+                "seconds_by_rule": {r: list(v) for r, v in self.seconds_by_rule.items()}}  # fmt: skip
+
+    @classmethod
+    def from_json(cls, data: dict) -> Measurement:
+        return cls(
+            seconds_by_rule={
+                r: (int(n), float(s)) for r, (n, s) in data["seconds_by_rule"].items()
+            },
+            started=datetime.fromisoformat(data["started"]),
+            wall_seconds=float(data["wall_seconds"]),
+            cpu=data["cpu"],
+            kernel_path=data["kernel_path"],
+        )
 
 
 @dataclass(frozen=True)
 class RunFacts:
-    """What the page says of one run, each read from a file of the run."""
+    """What the page says of one run, each read from a file of the run. Its JSON form is the
+    page's record (``docs/expected-results.json``): the page is rendered from it alone."""
 
     experiment: str
     table: str  # main_results.md as written
@@ -44,18 +96,21 @@ class RunFacts:
     lifts: list[dict]  # base_lift rows of the main table
     paired: list[dict]  # paired_differences rows of the main table
     base: dict  # eval/base/<scale>/accuracy.json
-    seconds_by_rule: dict[str, tuple[int, float]]  # rule -> (jobs, job-seconds)
-    started: datetime  # the first job's start
-    wall_seconds: float  # first job's start to last job's end
-    cpu: str
-    kernel_path: str
+    measured: Measurement
     sources: dict[str, str]  # file (relative to the run's folder) -> sha256
-    figure: Path  # the PNG the README shows
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "measured": self.measured.to_json()}
+
+    @classmethod
+    def from_json(cls, data: dict) -> RunFacts:
+        return cls(**{**data, "measured": Measurement.from_json(data["measured"])})
 
 
 def _rows(path: Path, table: str = "main_results") -> list[dict]:
     with path.open(newline="") as handle:
-        return [row for row in csv.DictReader(handle) if row.get("table") == table]
+        rows = [row for row in csv.DictReader(handle) if row.get("table") == table]
+    return [{k: row[k] for k in KEPT_COLUMNS if k in row} for row in rows]
 
 
 def _timings(run: Path) -> dict[str, tuple[int, float]]:
@@ -112,17 +167,26 @@ def read_run(experiment: str, directory: Path = Path(".")) -> RunFacts:
         lifts=_rows(files["lifts"]),
         paired=_rows(files["paired"]),
         base=json.loads(files["base"].read_text()),
-        seconds_by_rule=_timings(run),
-        started=started,
-        wall_seconds=wall,
-        cpu=cpu,
-        kernel_path=kernel,
+        measured=Measurement(_timings(run), started, wall, cpu, kernel),
         sources={str(p.relative_to(directory)): sha256_file(p) for p in files.values()},
-        figure=directory / results.figure(FIGURE, "png"),
     )
 
 
-def _labels(facts: RunFacts) -> dict[str, str]:
+def run_figure(experiment: str, directory: Path = Path(".")) -> Path:
+    """The run's PNG of the figure the README shows."""
+    return directory / layout.Results(experiment).figure(FIGURE, "png")
+
+
+def read_record(path: Path) -> RunFacts:
+    """The facts a page was written from (its ``expected-results.json``)."""
+    data = read_json(path)  # a missing or unreadable file is named as such
+    try:
+        return RunFacts.from_json(data)
+    except (KeyError, TypeError, ValueError) as error:
+        raise ValueError(f"{path}: not an expected-results record ({error})") from error
+
+
+def row_labels(facts: RunFacts) -> dict[str, str]:
     """Method key -> the main table's row label (the statistics keep the table's row order)."""
     keys = list(dict.fromkeys(row["row"] for row in facts.cells))
     lines = [line for line in facts.table.splitlines() if line.startswith("| ")][1:]
@@ -141,7 +205,7 @@ def _interval_table(
         cells[row["row"]][row["column"]] = (
             f"{float(row[value]):{spec}} [{low:{spec}}, {high:{spec}}]"
         )
-    lines = ["| Method | AIME 2024 | AIME 2025 | HMMT 2025 | Average |", "|---|---|---|---|---|"]
+    lines = ["| Method | " + " | ".join(COLUMN_TITLES.values()) + " |", "|---|---|---|---|---|"]
     for key, by_column in cells.items():
         lines.append(
             f"| {labels.get(key, key)} | " + " | ".join(by_column[c] for c in COLUMNS) + " |"
@@ -153,18 +217,9 @@ def _minutes(seconds: float) -> str:
     return f"{int(seconds // 60)} min {round(seconds % 60):02d} s"
 
 
-def _when(facts: RunFacts) -> str:
-    jobs = sum(n for n, _ in facts.seconds_by_rule.values())
-    return (
-        f"{jobs} jobs in {_minutes(facts.wall_seconds)} (first job's start to last job's end) "
-        f"on {facts.started:%Y-%m-%d}, on {facts.cpu} with torch's {facts.kernel_path} kernels "
-        "(from the run's provenance records)"
-    )
-
-
 def readme_block(facts: RunFacts) -> str:
     """The README's block: the main table with its intervals, the run's time and CPU, a figure."""
-    labels = _labels(facts)
+    labels = row_labels(facts)
     interval = facts.cells[0]["interval"]
     lines = [
         f"The main table of the embedded default, each cell with its 95 % interval ({interval}, "
@@ -172,7 +227,7 @@ def readme_block(facts: RunFacts) -> str:
         "",
         *_interval_table(facts.cells, "value", labels),
         "",
-        f"Measured: {_when(facts)}.",
+        f"Measured: {facts.measured.summary()}.",
         "",
         f"![{FIGURE}](docs/assets/{FIGURE}.png)",
     ]
@@ -191,26 +246,29 @@ def _base_lines(facts: RunFacts) -> list[str]:
     ]
 
 
-def _timing_lines(facts: RunFacts) -> list[str]:
-    rows = sorted(facts.seconds_by_rule.items(), key=lambda item: -item[1][1])
-    total = sum(s for _, s in facts.seconds_by_rule.values())
+def _timing_lines(measured: Measurement) -> list[str]:
+    rows = sorted(measured.seconds_by_rule.items(), key=lambda item: -item[1][1])
     lines = ["| rule | jobs | job-seconds |", "|---|---|---|"]
     lines += [f"| `{rule}` | {n} | {s:.0f} |" for rule, (n, s) in rows]
-    lines.append(f"| total | {sum(n for n, _ in facts.seconds_by_rule.values())} | {total:.0f} |")
+    lines.append(f"| total | {measured.jobs} | {measured.job_seconds:.0f} |")
     return lines
 
 
 def page(facts: RunFacts) -> str:
     """The whole expected-results page."""
-    labels = _labels(facts)
+    labels = row_labels(facts)
     reference = facts.paired[0]["reference"] if facts.paired else "the reference"
     command = f"python -m {__spec__.name if __spec__ else 'dashrepro.analysis.expected_results'}"
+    when = facts.measured.summary()
     lines = [
         "# Expected results",
         "",
         f"Written by `{command} {facts.experiment}` from a finished run's files (listed at the",
         "end with their sha256); do not edit by hand. Another CPU gives the same base model and",
         "nearly every digit of these tables: [which digits hold](reproducibility.md).",
+        f"`dashrepro compare {facts.experiment}` says whether your run reproduced them, value",
+        "by value, from this page's record (`expected-results.json`, beside it):",
+        "[Getting started](getting-started.md#did-your-run-reproduce).",
         "",
         "## The main table",
         "",
@@ -237,10 +295,10 @@ def page(facts: RunFacts) -> str:
         "",
         "## Time",
         "",
-        f"{_when(facts)[0].upper()}{_when(facts)[1:]}. The jobs' own seconds, from",
+        f"{when[0].upper()}{when[1:]}. The jobs' own seconds, from",
         "`job_timings/` (Snakemake's `benchmark:` files):",
         "",
-        *_timing_lines(facts),
+        *_timing_lines(facts.measured),
         "",
         f"![{FIGURE}](assets/{FIGURE}.png)",
         "",
@@ -260,26 +318,78 @@ def with_readme_block(readme: str, block: str) -> str:
     return f"{head}{block}\n{readme[end:]}"
 
 
+def rendered(facts: RunFacts, root: Path) -> dict[Path, str]:
+    """What the page's three text files under ``root`` should hold for ``facts``."""
+    readme = (root / README).read_text()
+    record = json.dumps(facts.to_json(), indent=2) + "\n"  # in the run's order, as read
+    return {
+        root / RECORD: record,
+        root / PAGE: page(facts),
+        root / README: with_readme_block(readme, readme_block(facts)),
+    }
+
+
+def write(facts: RunFacts, figure: Path, root: Path = REPO_ROOT) -> None:
+    """Write the record, the page and the README's block under ``root``; copy the figure."""
+    for path, text in rendered(facts, root).items():
+        write_text(path, text)
+    with atomic_path(root / FIGURE_COPY) as tmp:
+        tmp.write_bytes(figure.read_bytes())
+
+
+def check(facts: RunFacts, figure: Path, root: Path = REPO_ROOT) -> list[str]:
+    """Why the page under ``root`` is not what the run's ``facts`` give (empty: it is).
+
+    The run's numbers come first: where a cell or a base accuracy differs from the page's, the
+    run did not reproduce the page, and that is what is said (``dashrepro compare`` lists the
+    cells). The run's time and CPU are not compared: the page keeps its own run's measurement.
+    """
+    from dashrepro.analysis import reproduction
+
+    if not (root / RECORD).is_file():
+        return [f"{root / RECORD} is missing: write the page from a run"]
+    committed = read_record(root / RECORD)
+    verdicts = reproduction.compare(committed, facts)
+    differing = [v for v in verdicts if v.kind != reproduction.IDENTICAL]
+    if differing:
+        return [
+            f"this run's numbers differ from the page's in {len(differing)} of {len(verdicts)} "
+            f"values (`dashrepro compare {facts.experiment}` lists them): it is another run, "
+            "not a reason to rewrite the page"
+        ]
+    wanted = rendered(replace(facts, measured=committed.measured), root)
+    stale = [str(p) for p, text in wanted.items() if not p.is_file() or p.read_text() != text]
+    if (
+        not (root / FIGURE_COPY).is_file()
+        or (root / FIGURE_COPY).read_bytes() != figure.read_bytes()
+    ):
+        stale.append(str(root / FIGURE_COPY))
+    return [f"{path} is out of date: run python -m {__name__} {facts.experiment}" for path in stale]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("experiment", help="the run's experiment name (results/<experiment>)")
     parser.add_argument("--directory", type=Path, default=Path("."), help="where results/ is")
+    parser.add_argument(
+        "--root", type=Path, default=REPO_ROOT, help="where README.md and docs/ are"
+    )
     parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
     args = parser.parse_args(argv)
     facts = read_run(args.experiment, args.directory)
-    wanted = {PAGE: page(facts), README: with_readme_block(README.read_text(), readme_block(facts))}
+    figure = run_figure(args.experiment, args.directory)
     if args.check:
-        stale = [str(p) for p, text in wanted.items() if not p.is_file() or p.read_text() != text]
-        if not FIGURE_COPY.is_file() or FIGURE_COPY.read_bytes() != facts.figure.read_bytes():
-            stale.append(str(FIGURE_COPY))
-        for path in stale:
-            print(f"{path} is out of date: run python -m {__spec__.name}", file=sys.stderr)
-        return 1 if stale else 0
-    for path, text in wanted.items():
-        write_text(path, text)
-    with atomic_path(FIGURE_COPY) as tmp:
-        tmp.write_bytes(facts.figure.read_bytes())
-    print(f"wrote {PAGE}, the README's block and {FIGURE_COPY}")
+        problems = check(facts, figure, args.root)
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        if not problems:
+            page_run = read_record(args.root / RECORD).measured
+            print(f"the page is current; its run: {page_run.summary()}; this run (a measurement, "
+                  f"not compared): {facts.measured.summary()}")  # fmt: skip
+        return 1 if problems else 0
+    write(facts, figure, args.root)
+    print(f"wrote {args.root / RECORD}, {args.root / PAGE}, the README's block and "
+          f"{args.root / FIGURE_COPY}")  # fmt: skip
     return 0
 
 
