@@ -160,3 +160,82 @@ def test_the_tracking_settings_and_their_schema_block_agree():
     assert set(schema["properties"]["report_to"]["items"]["enum"]) == set(TRACKER_PACKAGES)
     with pytest.raises(ValueError, match=r"tracking: unknown key\(s\) entity"):
         TrackingSettings.from_config({"entity": "me"})
+
+
+def test_each_settings_key_is_described_once_in_its_field():
+    """The schema file holds a settings block's types and ranges only; the description, default
+    and allowed values of each key, and the required keys, come from the fields."""
+    import typing
+
+    import yaml
+
+    from dashrepro.experiment.config import SCHEMA_PATH
+    from dashrepro.settings import FIELD_KEYWORDS, SCHEMA_BLOCKS, schema_block
+
+    raw, annotated = yaml.safe_load(SCHEMA_PATH.read_text()), config_schema()
+    for path, types in SCHEMA_BLOCKS.items():
+        block = schema_block(raw, path)
+        assert "required" not in block, path
+        for cls in types:
+            hints = typing.get_type_hints(cls)
+            for f in dataclasses.fields(cls):
+                written = block["properties"][f.name]
+                assert not set(FIELD_KEYWORDS) & set(written), (path, f.name)
+                assert "enum" not in written.get("items", {}), (path, f.name)
+                got = schema_block(annotated, path)["properties"][f.name]
+                assert got["description"] == f.metadata["help"]
+                hint = hints[f.name]
+                if typing.get_origin(hint) is tuple:
+                    hint = typing.get_args(hint)[0]
+                    got = got["items"]
+                if typing.get_origin(hint) is typing.Literal:
+                    assert got["enum"] == list(typing.get_args(hint)), (path, f.name)
+
+
+def test_a_choice_outside_its_allowed_values_is_named(default_config):
+    train = default_config["scales"]["tiny"]["train"]
+    with pytest.raises(ValueError, match=r"scales.tiny.train.precision: 'fp16' is not one of fp32, bf16"):  # fmt: skip
+        TrainSettings.from_config({**train, "precision": "fp16"}, "scales.tiny.train")
+    with pytest.raises(ValueError, match=r"tracking.report_to: 'comet' is not one of tensorboard"):
+        TrackingSettings.from_config({"report_to": ["tensorboard", "comet"]})
+
+
+def test_the_trackers_with_packages_are_the_trackers_allowed():
+    import typing
+
+    from dashrepro.settings import Tracker
+
+    assert tuple(TRACKER_PACKAGES) == typing.get_args(Tracker)
+
+
+def test_the_grpo_block_fills_in_its_defaults_and_names_a_bad_key():
+    from dashrepro.settings import GrpoSettings
+    from dashrepro.training.methods import MethodSpec
+
+    grpo = GrpoSettings.from_config({"eta": 0.3, "group_size": 4, "aggregate": True})
+    assert (grpo.gamma, grpo.lam) == (0.95, 0.95)
+    assert GrpoSettings.from_config(json.loads(json.dumps(grpo.to_dict()))) == grpo
+    entry = {"aggregation": "dash", "divergence": "forward_kl", "tau": 0.05, "params": {},
+             "grpo": {"eta": 1, "group_size": 4, "aggregate": False}}  # fmt: skip
+    method = MethodSpec.from_config("m", entry)
+    assert method.grpo.eta == 1.0 and type(method.grpo.eta) is float and method.group_size == 4
+    with pytest.raises(ValueError, match=r"methods.m.grpo: unknown key\(s\) beta"):
+        MethodSpec.from_config("m", {**entry, "grpo": {**entry["grpo"], "beta": 0.1}})
+
+
+def test_every_evaluation_prompt_allowed_has_its_instruction():
+    import typing
+
+    from dashrepro.data.prompts import EVALUATION_INSTRUCTIONS
+    from dashrepro.settings import EvaluationPrompt
+
+    assert tuple(EVALUATION_INSTRUCTIONS) == typing.get_args(EvaluationPrompt)
+
+
+def test_the_samplers_are_the_backends_a_config_may_name():
+    import typing
+
+    from dashrepro.sampling import BACKENDS
+    from dashrepro.settings import Backend
+
+    assert BACKENDS == typing.get_args(Backend)

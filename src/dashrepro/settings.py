@@ -1,11 +1,13 @@
 """The typed settings a config's blocks become, each field documented beside its default.
 
 ``TrainSettings`` and ``LoraSettings`` (a scale's ``train`` and ``lora``), ``GenerationSettings``
-and ``GradingSettings`` (the ``evaluation`` block, split by what a job's outputs depend on).
-Each is built once from the validated config (``from_config``, which names a bad key) and read
-by attribute everywhere else; the schema (``experiment/config_schema.yaml``) declares the same
-keys and defaults, and ``tests/test_settings.py`` fails when the two drift. Torch-free: the
-workflow's parse builds them too.
+and ``GradingSettings`` (the ``evaluation`` block, split by what a job's outputs depend on),
+``TrackingSettings`` and a method's ``GrpoSettings``. Each is built once from the validated
+config (``from_config``, which names a bad key or value) and read by attribute everywhere else.
+A field is the one source of its key's meaning, default and allowed values:
+``annotate_schema`` writes them into the config schema (``experiment/config_schema.yaml``, which
+holds the keys' types and ranges only), and the configuration reference reads them from there.
+Torch-free: the workflow's parse builds them too.
 
     train = TrainSettings.from_config(config["scales"]["tiny"]["train"])
     train.checkpoint_steps()                          # [2, 4]
@@ -15,13 +17,37 @@ workflow's parse builds them too.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import typing
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
+
+# The values a choice key allows (the schema's enum comes from these).
+Backend = Literal["hf", "vllm"]
+Precision = Literal["fp32", "bf16"]
+AttentionKernel = Literal["sdpa", "eager", "flash_attention_2", "auto"]
+EvaluationPrompt = Literal["problem", "boxed_instruction"]
+LoraTarget = Literal["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+Tracker = Literal["tensorboard", "wandb", "mlflow", "trackio"]
 
 
 def help_field(text: str, **kwargs):
-    """A dataclass field whose meaning travels with it (the configuration reference reads it)."""
+    """A dataclass field whose meaning travels with it (``annotate_schema`` writes it into the
+    schema, whence the configuration reference)."""
     return dataclasses.field(metadata={"help": text}, **kwargs)
+
+
+@functools.cache
+def _choices(cls) -> dict[str, tuple[tuple, bool]]:
+    """Field name -> (allowed values, whether the field is a tuple of them), for choice fields."""
+    found = {}
+    for name, hint in typing.get_type_hints(cls).items():
+        many = typing.get_origin(hint) is tuple
+        inner = typing.get_args(hint)[0] if many else hint
+        if typing.get_origin(inner) is Literal:
+            found[name] = (typing.get_args(inner), many)
+    return found
 
 
 def settings_from_mapping(cls, values: Mapping, where: str, pick: bool = False):
@@ -47,6 +73,14 @@ def settings_from_mapping(cls, values: Mapping, where: str, pick: bool = False):
     for name, value in given.items():
         if fields[name].type.startswith("float") and type(value) is int:
             given[name] = float(value)
+    for name, (allowed, many) in _choices(cls).items():
+        if name not in given:
+            continue
+        for value in given[name] if many else (given[name],):
+            if value not in allowed:
+                raise ValueError(
+                    f"{where}.{name}: {value!r} is not one of {', '.join(map(str, allowed))}"
+                )
     return cls(**given)
 
 
@@ -56,56 +90,74 @@ class TrainSettings:
 
     steps: int = help_field("Optimisation steps of a run.")
     checkpoint_every: int = help_field(
-        "A PEFT checkpoint (evaluated and selectable) every this many steps; divides `steps`."
+        "A checkpoint (the PEFT adapter, evaluated and a candidate for selection) every this "
+        "many steps; must divide `steps`."
     )
-    lr: float = help_field("Peak learning rate of AdamW; it decays linearly to zero, no warmup.")
-    micro_batch_size: int = help_field("Rollouts per forward pass (one per problem).")
+    lr: float = help_field(
+        "Peak learning rate of AdamW; it decays linearly to zero over the run, without warmup."
+    )
+    micro_batch_size: int = help_field(
+        "Rollouts per micro-batch on each process (one per problem, except that a GRPO method "
+        "repeats each problem group_size times)."
+    )
     grad_accumulation: int = help_field(
-        "Micro-batches per step; global batch = micro_batch_size x grad_accumulation x "
-        "num_processes."
+        "Micro-batches per optimisation step on each process; global batch = micro_batch_size "
+        "x grad_accumulation x num_processes."
     )
-    max_new_tokens: int = help_field("Longest student rollout, in tokens.")
-    temperature: float = help_field("Rollout sampling temperature.")
-    top_p: float = help_field("Rollout nucleus-sampling mass (1.0: off).")
-    top_k: int = help_field("Rollout top-k (0: off).")
+    max_new_tokens: int = help_field(
+        "Longest student rollout, in tokens (shorter where `max_total_length` leaves less room "
+        "after the prompt)."
+    )
+    temperature: float = help_field("Sampling temperature of the student's rollouts.")
+    top_p: float = help_field("Nucleus-sampling mass of the rollouts (1.0 turns it off).")
+    top_k: int = help_field("Top-k of the rollouts (0 turns it off).")
     state_every_minutes: float | None = help_field(
-        "A resumable training state this often (minutes) besides the checkpoints; null: at "
-        "checkpoints and on a preemption notice only.",
+        "A resumable training state this often, in minutes, besides the checkpoints. Absent: "
+        "states at checkpoints and on a preemption notice only.",
         default=None,
     )
     loss_temperature: float = help_field(
-        "Divides student and teacher logits inside the loss (1.0: as given; the reference "
-        "trainers use the rollout temperature).",
+        "Divides the student's and the teacher's logits inside the loss (default 1.0: as "
+        "given); the reference trainers use the rollout temperature (1.1).",
         default=1.0,
     )
     max_total_length: int | None = help_field(
-        "A prompt plus its rollout never exceeds this many tokens (paper: 20,000); null: no cap.",
+        "A prompt plus its rollout never exceeds this many tokens (paper: 20,000); a "
+        "micro-batch whose prompt leaves no room is skipped, not truncated. Absent: no cap.",
         default=None,
     )
-    rollout_backend: str = help_field(
-        "hf: HF generate on the live model; vllm: a colocated vLLM engine, adapter synced every "
-        "step.",
+    rollout_backend: Backend = help_field(
+        "hf: HF generate on the live model; vllm: a colocated vLLM engine, the current adapter "
+        "synced into it before each micro-batch's rollouts.",
         default="hf",
     )
-    precision: str = help_field("fp32, or bf16 autocast (the GPU runs').", default="fp32")
+    precision: Precision = help_field(
+        "fp32, or bf16: the base weights in bfloat16 under bf16 autocast (with DeepSpeed, its "
+        "config's bf16 section). A bf16 run's job uses the GPU environment.",
+        default="fp32",
+    )
     gradient_checkpointing: bool = help_field(
         "Recompute activations in the backward pass (less memory, more time).", default=False
     )
-    attn_implementation: str = help_field(
-        "Attention kernel: sdpa, eager, flash_attention_2, or auto (FlashAttention-2 when "
-        "installed on a GPU, else sdpa).",
+    attn_implementation: AttentionKernel = help_field(
+        "The attention kernel the training model is loaded with; auto: FlashAttention-2 when "
+        "it is installed and a GPU is present, else PyTorch SDPA.",
         default="sdpa",
     )
     num_processes: int = help_field(
-        "Processes (GPUs) of one run, launched by accelerate.", default=1
+        "Processes (GPUs) of one run, launched by accelerate when above 1; global batch = "
+        "micro_batch_size x grad_accumulation x num_processes.",
+        default=1,
     )
     deepspeed_config: str | None = help_field(
-        "A DeepSpeed JSON config (e.g. config/deepspeed/zero2_offload.json); null: DDP.",
+        'A DeepSpeed JSON config (e.g. config/deepspeed/zero2_offload.json), its "auto" '
+        "entries filled in by the trainer; null: DDP without DeepSpeed.",
         default=None,
     )
     vllm: dict = help_field(
-        "Engine options of the vLLM rollout backend (gpu_memory_utilization, "
-        "kv_cache_memory_bytes, dtype, enforce_eager), passed to vLLM as given.",
+        "Engine options of the vLLM rollout backend, passed to vLLM as given. The trainer sets "
+        "the engine's context to `max_total_length` (when set) and its largest LoRA rank to "
+        "`lora.r`.",
         default_factory=dict,
     )
 
@@ -137,9 +189,13 @@ class LoraSettings:
 
     r: int = help_field("Rank of the LoRA update.")
     # As written (no float coercion): peft records it in each checkpoint's adapter_config.json.
-    alpha: int | float = help_field("LoRA scaling numerator (the update is scaled by alpha / r).")
-    dropout: float = help_field("Dropout on the adapter's input, seeded per micro-batch.")
-    target_modules: tuple[str, ...] = help_field("The projections that carry an adapter.")
+    alpha: int | float = help_field("LoRA's scaling numerator; the update is scaled by alpha / r.")
+    dropout: float = help_field(
+        "Dropout probability on the adapter's input, seeded per micro-batch."
+    )
+    target_modules: tuple[LoraTarget, ...] = help_field(
+        "The projections of each layer that carry an adapter."
+    )
 
     @classmethod
     def from_config(cls, lora: Mapping, where: str = "lora") -> LoraSettings:
@@ -158,27 +214,33 @@ class LoraSettings:
 class GenerationSettings:
     """How a checkpoint's responses are sampled (field order: the job params' key order)."""
 
-    backend: str = help_field(
-        "hf: Hugging Face generate (CPU, the embedded default); vllm: a vLLM engine with the "
-        "checkpoint as a LoRA request."
+    backend: Backend = help_field(
+        "hf: Hugging Face generate (CPU, the embedded default); vllm: a vLLM engine with each "
+        "checkpoint as a LoRA request, whose jobs use the GPU environment (envs/gpu.yaml) and "
+        "one GPU each."
     )
     vllm: dict = help_field(
-        "Engine options of the vLLM backend (dtype, gpu_memory_utilization, "
-        "kv_cache_memory_bytes, max_model_len, max_lora_rank, tensor_parallel_size, "
-        "enable_prefix_caching, enforce_eager), passed to vLLM as given.",
+        "Engine options of the vllm backend, passed to vLLM as given; unused by hf.",
         default_factory=dict,
     )
     samples_per_problem: int = help_field("Responses sampled per problem (the k of Avg@k).")
-    temperature: float = help_field("Sampling temperature.")
-    top_p: float = help_field("Nucleus-sampling mass (1.0: off).")
-    max_new_tokens: int = help_field("Longest response, in tokens.")
-    seed: int = help_field("Seed of the sampling (each response's seed derives from it).")
-    shard_size: int = help_field(
-        "Problems per shard: a killed job keeps its finished shards and resumes after them."
+    temperature: float = help_field("Sampling temperature of the evaluation's responses.")
+    top_p: float = help_field(
+        "Nucleus-sampling mass of the evaluation's responses (1.0 turns it off)."
     )
-    prompt: str = help_field(
-        "The student's evaluation prompt: the bare problem, or the OPSD evaluation script's "
-        "boxed instruction (boxed_instruction).",
+    max_new_tokens: int = help_field("Longest response, in tokens.")
+    seed: int = help_field(
+        "Seed of the sampling: each shard's seed derives from it, the benchmark and the "
+        "shard's problem ids."
+    )
+    shard_size: int = help_field(
+        "Problems per generation shard, within one benchmark: a killed job keeps its finished "
+        "shards and resumes after them."
+    )
+    prompt: EvaluationPrompt = help_field(
+        "The student's evaluation prompt (dashrepro.data.prompts.EVALUATION_INSTRUCTIONS): "
+        "problem, the bare problem as in training (absent: this), or boxed_instruction, the "
+        "problem followed by the OPSD evaluation script's boxed-answer instruction.",
         default="problem",
     )
 
@@ -225,17 +287,18 @@ class GradingSettings:
     """How responses are graded; the names are ``grade_samples``'s keyword arguments."""
 
     grading_workers: int = help_field(
-        "Processes that grade (at least 1: the hard per-item timeout kills a worker, and the "
+        "Processes that grade (at least 1: the hard per-answer timeout kills a worker, and the "
         "grader in the job's own process has none)."
     )
-    grading_timeout_s: float = help_field("math-verify's own timeout per answer, in seconds.")
+    grading_timeout_s: float = help_field("math-verify's own timeout on one answer, in seconds.")
     grading_item_timeout_s: float = help_field(
-        "The hard limit on one answer's grading: the worker is killed and replaced, the answer "
-        'graded by the exact rule alone (path "timeout"); above grading_timeout_s.'
+        "The hard limit on one answer's grading, in seconds: the worker is killed and replaced, "
+        'and the answer is graded by the exact rule alone (path "timeout"). Must be above '
+        "grading_timeout_s, so that math-verify's own timeout can fire first."
     )
     grading_memory_gib: float = help_field(
-        "Each grading worker's address space (GiB): an answer whose grading allocates past it "
-        'gets the exact rule\'s verdict on path "error", and the job goes on.'
+        "Each grading worker's address space, in GiB: an answer whose grading allocates past "
+        'it gets the exact rule\'s verdict on path "error", and the job goes on.'
     )
 
     @classmethod
@@ -270,7 +333,7 @@ class TrackingSettings:
     """The ``tracking`` block: which experiment trackers a run's steps and scores go to, and
     where the local ones write. Never part of what a job's outputs depend on."""
 
-    report_to: tuple[str, ...] = help_field(
+    report_to: tuple[Tracker, ...] = help_field(
         "Trackers every training run and checkpoint grading logs to: tensorboard, wandb, "
         "mlflow, trackio (each needs its package: pip install -e '.[tracking]'); empty: none.",
         default=(),
@@ -317,3 +380,93 @@ class TrackingSettings:
         values = dataclasses.asdict(self)
         values["report_to"] = list(self.report_to)
         return values
+
+
+@dataclass(frozen=True)
+class GrpoSettings:
+    """A method's ``grpo`` block: the GRPO hybrid, the distillation loss plus eta x a GRPO loss
+    over group_size rollouts per problem (paper appendix ``sec:outcome_optimization``)."""
+
+    eta: float = help_field("Weight of the GRPO loss added to the distillation loss.")
+    group_size: int = help_field(
+        "Rollouts per problem (K), whose rewards are normalised together; must divide "
+        "micro_batch_size x grad_accumulation at every scale the method is trained at."
+    )
+    aggregate: bool = help_field(
+        "true: a rollout's advantage arrives at its last token and the gamma-lambda recursion "
+        "spreads it back (paper: gamma = lambda = 0.95); false: every token carries its "
+        "rollout's advantage."
+    )
+    gamma: float = help_field(
+        "Discount of the gamma-lambda recursion, used when `aggregate` is true; only the "
+        "product gamma x lam matters.",
+        default=0.95,
+    )
+    lam: float = help_field(
+        "Lambda of the gamma-lambda recursion, used when `aggregate` is true.", default=0.95
+    )
+
+    @classmethod
+    def from_config(cls, grpo: Mapping, where: str = "grpo") -> GrpoSettings:
+        """The settings of a ``grpo`` mapping (or of ``to_dict``'s output)."""
+        if isinstance(grpo, GrpoSettings):
+            return grpo
+        return settings_from_mapping(cls, grpo, where)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+#: Where each settings type's block sits in the config schema (``*``: a mapping's free-named
+#: entries), in the order the types' fields fill it.
+SCHEMA_BLOCKS: dict[tuple[str, ...], tuple[type, ...]] = {
+    ("scales", "*", "train"): (TrainSettings,),
+    ("scales", "*", "lora"): (LoraSettings,),
+    ("evaluation",): (GenerationSettings, GradingSettings),
+    ("tracking",): (TrackingSettings,),
+    ("methods", "*", "grpo"): (GrpoSettings,),
+}
+#: What a field sets in its schema property; the schema file leaves these out of the blocks.
+FIELD_KEYWORDS = ("description", "default", "enum")
+
+
+def schema_block(schema: dict, path: tuple[str, ...]) -> dict:
+    """The sub-schema at ``path`` (``SCHEMA_BLOCKS``' keys) of a config schema."""
+    node = schema
+    for part in path:
+        node = node["additionalProperties"] if part == "*" else node["properties"][part]
+    return node
+
+
+def _json_default(f: dataclasses.Field):
+    value = f.default if f.default is not dataclasses.MISSING else f.default_factory()
+    return list(value) if isinstance(value, tuple) else value
+
+
+def annotate_schema(schema: dict) -> dict:
+    """``schema`` with each settings field's description, default, allowed values, and each
+    block's required keys, written from the settings types (in place; also returned). A field
+    the schema lacks, or a schema key no field has, is an error naming both."""
+    for path, types in SCHEMA_BLOCKS.items():
+        block = schema_block(schema, path)
+        where = ".".join(path)
+        properties, required = block["properties"], []
+        fields = [(cls, f) for cls in types for f in dataclasses.fields(cls)]
+        extra = set(properties) - {f.name for _, f in fields}
+        if extra:
+            raise ValueError(f"config schema {where}: keys without a settings field: {extra}")
+        for cls, f in fields:
+            if f.name not in properties:
+                raise ValueError(f"config schema {where}: no property for {cls.__name__}.{f.name}")
+            prop = properties[f.name]
+            prop["description"] = f.metadata["help"]
+            if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+                required.append(f.name)
+            else:
+                prop["default"] = _json_default(f)
+            if f.name in _choices(cls):
+                allowed, many = _choices(cls)[f.name]
+                (prop.setdefault("items", {}) if many else prop)["enum"] = list(allowed)
+        if required:
+            block["required"] = required
+    return schema

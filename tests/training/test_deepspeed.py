@@ -18,6 +18,7 @@ while its weights stay fp32. Only vLLM and FlashAttention remain GPU-only.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -100,8 +101,11 @@ def test_a_missing_deepspeed_config_or_an_unknown_precision_is_refused(tmp_path)
     missing = str(tmp_path / "zero9.json")
     with pytest.raises(FileNotFoundError, match="zero9.json"):
         deepspeed_config(settings(deepspeed_config=missing))
+    with pytest.raises(ValueError, match=r"train.precision: 'fp16' is not one of fp32, bf16"):
+        settings(precision="fp16")
+    unchecked = dataclasses.replace(settings(), precision="fp16")  # not through from_config
     with pytest.raises(ValueError, match=r"train.precision must be one of fp32, bf16; got 'fp16'"):
-        make_accelerator(settings(precision="fp16"))
+        make_accelerator(unchecked)
 
 
 # ------------------------------------------------------------------------------------------------

@@ -7,18 +7,17 @@ from dashrepro import objectives
 
 
 def test_grpo_advantages_without_and_with_aggregation():
+    from dashrepro.settings import GrpoSettings
     from dashrepro.training.losses import grpo_sequence_advantages, grpo_token_advantages
 
     advantages = grpo_sequence_advantages(torch.tensor([1.0, 0.0, 0.0, 0.0]), 4)
     assert advantages[0] > 0 and torch.allclose(advantages[1:], advantages[1].repeat(3))
     mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1]], dtype=torch.float)
-    flat = grpo_token_advantages(advantages, mask, {"aggregate": False})
+    flat = grpo_token_advantages(advantages, mask, GrpoSettings(0.3, 4, aggregate=False))
     top = flat[0, 0]
     assert top > 0 and torch.allclose(flat[0], top.repeat(3))
     assert flat[1, 2] == 0  # padding carries nothing
-    spread = grpo_token_advantages(
-        advantages, mask, {"aggregate": True, "gamma": 0.95, "lam": 0.95}
-    )
+    spread = grpo_token_advantages(advantages, mask, GrpoSettings(0.3, 4, aggregate=True))
     # The outcome advantage arrives at the last real token and decays by 0.95^2 per step back.
     assert torch.allclose(spread[0], top * torch.tensor([0.9025**2, 0.9025, 1.0]))
     assert torch.allclose(spread[1, :2], flat[1, 0] * torch.tensor([0.9025, 1.0]))

@@ -2,7 +2,7 @@
 
 A state records the size and sha256 of every file a resume reads; ``state_problems`` names each
 file that no longer matches, ``load_training_state`` refuses such a state, and the resume (the
-trainer's ``_resumable_state`` through ``choose_state``) removes a
+checkpointer's ``resumable_state`` through ``choose_state``) removes a
 damaged newest state with a log line and falls back to the one before it, which ``prune_states``
 keeps whole for that purpose. The faults: one flipped bit in the adapter weights (a file that
 still loads: only the hash tells), a truncated optimizer.pt, a missing rng_state.pt, a zero-byte
@@ -24,7 +24,7 @@ from safetensors.torch import load_file
 from training_helpers import (
     RUN_CONFIG,
     adapter_tensors,
-    bare_recipe,
+    bare_checkpointer,
     delete,
     flip_one_bit,
     load,
@@ -287,27 +287,27 @@ def test_pruned_and_partial_folders_are_passed_over_not_discarded(states):
 
 
 # ------------------------------------------------------------------------------------------------
-# The trainer's side: DistillationRecipe._resumable_state and _write_state, without a model run
+# The trainer's side: Checkpointer.resumable_state and write_state, without a model run
 # ------------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("deepspeed", [False, True], ids=["ddp", "deepspeed"])
-def test_the_recipe_falls_back_to_the_previous_state_and_logs_it(states, deepspeed):
+def test_the_checkpointer_falls_back_to_the_previous_state_and_logs_it(states, deepspeed):
     root, _ = states
     if deepspeed:
         for step in SAVED:
             (root / f"deepspeed-step-{step:06d}").mkdir()
     newest = state_dir(root, 3)
     truncate(newest / "optimizer.pt")
-    recipe = bare_recipe(root, deepspeed)
-    assert recipe._resumable_state() == state_dir(root, 2)
-    [line] = recipe.lines
+    checkpointer = bare_checkpointer(root, deepspeed)
+    assert checkpointer.resumable_state() == state_dir(root, 2)
+    [line] = checkpointer.lines
     assert line.startswith(
         f"[train] discarding damaged training state {newest}: {newest / 'optimizer.pt'}: "
     )
     assert " bytes, its record says " in line
     assert not newest.exists()
-    assert recipe.accelerator.barriers == 2
+    assert checkpointer.accelerator.barriers == 2
     assert (root / "deepspeed-step-000003").exists() is False
     assert (root / "deepspeed-step-000002").exists() is deepspeed
 
@@ -315,37 +315,37 @@ def test_the_recipe_falls_back_to_the_previous_state_and_logs_it(states, deepspe
 def test_only_the_main_process_removes_a_damaged_state(states):
     root, _ = states
     truncate(state_dir(root, 3) / "optimizer.pt")
-    recipe = bare_recipe(root, deepspeed=False, main=False)
-    assert recipe._resumable_state() == state_dir(root, 2)
+    checkpointer = bare_checkpointer(root, deepspeed=False, main=False)
+    assert checkpointer.resumable_state() == state_dir(root, 2)
     assert state_dir(root, 3).exists()  # rank 0 removes it
-    assert recipe.accelerator.barriers == 2
-    assert len(recipe.lines) == 1
+    assert checkpointer.accelerator.barriers == 2
+    assert len(checkpointer.lines) == 1
 
 
 def test_a_deepspeed_state_without_its_engine_folder_is_passed_over(states):
     root, _ = states
     (root / "deepspeed-step-000002").mkdir()  # the one of step 3 is missing
-    recipe = bare_recipe(root, deepspeed=True)
-    assert recipe._resumable_state() == state_dir(root, 2)
-    assert recipe.lines == [
+    checkpointer = bare_checkpointer(root, deepspeed=True)
+    assert checkpointer.resumable_state() == state_dir(root, 2)
+    assert checkpointer.lines == [
         f"[train] discarding damaged training state {state_dir(root, 3)}: "
         f"{root / 'deepspeed-step-000003'}: missing (the DeepSpeed engine's state of step-000003)"
     ]
-    recipe = bare_recipe(root, deepspeed=True)
+    checkpointer = bare_checkpointer(root, deepspeed=True)
     (root / "deepspeed-step-000002").rmdir()
-    assert recipe._resumable_state() is None
+    assert checkpointer.resumable_state() is None
     assert (
-        recipe.lines[-1]
+        checkpointer.lines[-1]
         == f"[train] no kept training state under {root} verifies; starting at step 0"
     )
 
 
 def test_a_file_added_to_a_deepspeed_folder_is_named(tmp_path, monkeypatch):
-    recipe = write_deepspeed_states(tmp_path, monkeypatch)
-    stray = recipe.resume_root / "deepspeed-step-000003/pytorch_model/extra.pt"
+    checkpointer = write_deepspeed_states(tmp_path, monkeypatch)
+    stray = checkpointer.root / "deepspeed-step-000003/pytorch_model/extra.pt"
     stray.write_bytes(b"x")
     problems = state_integrity.companion_folder_problems(
-        state_dir(recipe.resume_root, 3), "deepspeed_files", stray.parents[1]
+        state_dir(checkpointer.root, 3), "deepspeed_files", stray.parents[1]
     )
     assert problems == [f"{stray}: not in the state's record"]
 

@@ -1,19 +1,19 @@
 """Helpers shared by the tests in tests/training: the tiny runs' LoRA and one-step budget, a toy
-run whose training states are saved and loaded, fault injectors, and bare recipes."""
+run whose training states are saved and loaded, fault injectors, and bare checkpointers."""
 
 from __future__ import annotations
 
 import random
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 import torch
 from peft import LoraConfig, get_peft_model, get_peft_model_state_dict
 from transformers import Qwen3Config, Qwen3ForCausalLM
 
+from dashrepro.training.checkpointer import Checkpointer
 from dashrepro.training.checkpointing import load_training_state, save_training_state
-from dashrepro.training.recipe import DistillationRecipe
+from dashrepro.training.run_state import TrainingState
 
 LORA = {
     "r": 4,
@@ -148,37 +148,37 @@ class FakeAccelerator:
         self.barriers += 1
 
 
-def bare_recipe(root: Path, deepspeed: bool, main: bool = True) -> DistillationRecipe:
-    recipe = DistillationRecipe.__new__(DistillationRecipe)
-    recipe.resume_root = root
-    recipe.deepspeed = deepspeed
-    recipe.lines = []
-    recipe.log = recipe.lines.append
-    recipe.accelerator = FakeAccelerator(main)
-    return recipe
+def bare_checkpointer(root: Path, deepspeed: bool, main: bool = True) -> Checkpointer:
+    """A run's checkpointer whose kept states are under ``root`` (``<out_dir>/.resume``)."""
+    lines: list[str] = []
+    checkpointer = Checkpointer(
+        root.parent, FakeAccelerator(main), RUN_CONFIG, seed=3, rollouts_per_step=2,
+        name="opsd seed 3", deepspeed=deepspeed, log=lines.append,
+    )  # fmt: skip
+    checkpointer.root = root  # where the test's states are, whatever the folder's name
+    checkpointer.lines = lines
+    return checkpointer
 
 
-def deepspeed_recipe(tmp_path, monkeypatch) -> DistillationRecipe:
-    """A bare DeepSpeed recipe whose ``_write_state`` saves a toy run's states under
-    ``tmp_path/.resume`` (the records' parquet files not written)."""
+def deepspeed_checkpointer(tmp_path, monkeypatch) -> tuple[Checkpointer, TrainingState]:
+    """A DeepSpeed run's checkpointer of a toy run's state under ``tmp_path/.resume`` (the
+    records' parquet files not written)."""
     model, optimizer, scheduler = make_run(lora_seed=1)
-    recipe = bare_recipe(tmp_path / ".resume", deepspeed=True)
-    recipe.rows, recipe.traces, recipe.contexts = [], [], []
-    recipe.policy, recipe.optimizer_state, recipe.scheduler = model, optimizer, scheduler
-    recipe.layout = SimpleNamespace(micros_per_step=1, micro=2)
-    recipe.seed, recipe.run_config = 3, RUN_CONFIG
-    monkeypatch.setattr("dashrepro.training.run_states.write_parquet", lambda *args, **kw: None)
-    return recipe
+    monkeypatch.setattr("dashrepro.training.checkpointer.write_parquet", lambda *a, **kw: None)
+    return bare_checkpointer(tmp_path / ".resume", deepspeed=True), TrainingState(
+        model, optimizer, scheduler
+    )
 
 
-def write_deepspeed_states(tmp_path, monkeypatch, steps=(1, 2, 3)) -> DistillationRecipe:
-    """States written by the recipe's ``_write_state`` of a DeepSpeed run, each beside a stand-in
-    engine folder with a partition file of its own bytes (accelerator.save_state comes first)."""
-    recipe = deepspeed_recipe(tmp_path, monkeypatch)
-    root = recipe.resume_root
+def write_deepspeed_states(tmp_path, monkeypatch, steps=(1, 2, 3)) -> Checkpointer:
+    """States written by the checkpointer of a DeepSpeed run, each beside a stand-in engine
+    folder with a partition file of its own bytes (accelerator.save_state comes first)."""
+    checkpointer, state = deepspeed_checkpointer(tmp_path, monkeypatch)
+    root = checkpointer.root
     for step in steps:
         engine = root / f"deepspeed-step-{step:06d}" / "pytorch_model"
         engine.mkdir(parents=True)
         (engine / "zero_pp_rank_0_optim_states.pt").write_bytes(bytes([step]) * 64)
-        recipe._write_state(step)
-    return recipe
+        state.step = step
+        checkpointer.write_state(state)
+    return checkpointer

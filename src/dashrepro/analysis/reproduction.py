@@ -20,7 +20,8 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from dashrepro.analysis import expected_results as er
+from dashrepro.analysis import run_facts as rf
+from dashrepro.layout import REPO_ROOT
 
 IDENTICAL = "identical"
 WITHIN = "within"
@@ -61,17 +62,17 @@ class Verdict:
     detail: str  # for DIFFERENT: by how much, against the page's interval
 
 
-def _main_table(facts: er.RunFacts) -> dict[str, Value]:
-    labels = er.row_labels(facts)
+def _main_table(facts: rf.RunFacts) -> dict[str, Value]:
+    labels = rf.row_labels(facts)
     return {
-        f"main table, {labels.get(row['row'], row['row'])}, {er.COLUMN_TITLES[row['column']]}": Value(
+        f"main table, {labels.get(row['row'], row['row'])}, {rf.COLUMN_TITLES[row['column']]}": Value(
             float(row["value"]), float(row["ci_low"]), float(row["ci_high"])
         )
         for row in facts.cells
     }
 
 
-def _base(facts: er.RunFacts) -> dict[str, Value]:
+def _base(facts: rf.RunFacts) -> dict[str, Value]:
     values = {}
     for role in ("student", "teacher"):
         summary = facts.base.get(role) or {}
@@ -86,7 +87,7 @@ def _base(facts: er.RunFacts) -> dict[str, Value]:
     return values
 
 
-def values(facts: er.RunFacts) -> dict[str, Value]:
+def values(facts: rf.RunFacts) -> dict[str, Value]:
     """Every value the comparison covers: the main table's cells, then the base accuracies."""
     return {**_main_table(facts), **_base(facts)}
 
@@ -116,7 +117,7 @@ def judge(expected: Value, observed: Value | None, tolerance: float) -> tuple[st
 
 
 def compare(
-    expected: er.RunFacts, run: er.RunFacts, tolerance: float = ACROSS_CPUS_POINTS
+    expected: rf.RunFacts, run: rf.RunFacts, tolerance: float = ACROSS_CPUS_POINTS
 ) -> list[Verdict]:
     """One verdict per value of the page, then one per value only the run has."""
     wanted, got = values(expected), values(run)
@@ -141,7 +142,7 @@ def summary(verdicts: list[Verdict], tolerance: float) -> str:
 
 
 def report(
-    expected: er.RunFacts, run: er.RunFacts, verdicts: list[Verdict], tolerance: float
+    expected: rf.RunFacts, run: rf.RunFacts, verdicts: list[Verdict], tolerance: float
 ) -> str:
     """The comparison as Markdown: one row per value, the two runs' measurements, the answer."""
     lines = ["| value | expected | this run | verdict |", "|---|---|---|---|"]
@@ -166,14 +167,14 @@ def run_cli(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="dashrepro compare", description=__doc__.splitlines()[0])
     parser.add_argument("experiment", nargs="?", default="tiny", help="results/<experiment>")
     parser.add_argument("--directory", type=Path, default=Path("."), help="where results/ is")
-    parser.add_argument("--expected", type=Path, default=er.REPO_ROOT / er.RECORD,
+    parser.add_argument("--expected", type=Path, default=REPO_ROOT / rf.RECORD,
                         help="the expected-results record (default: the repository's)")  # fmt: skip
     parser.add_argument("--tolerance", type=float, default=ACROSS_CPUS_POINTS,
                         help="points a value may move across CPUs (default %(default)s)")  # fmt: skip
     args = parser.parse_args(argv)
     try:
-        expected = er.read_record(args.expected)
-        run = er.read_run(args.experiment, args.directory)
+        expected = rf.read_record(args.expected)
+        run = rf.read_run(args.experiment, args.directory)
     except (FileNotFoundError, ValueError) as error:
         print(f"dashrepro compare: {error}", file=sys.stderr)
         return 2

@@ -26,18 +26,20 @@ from dashrepro.data.spec import dataset_spec_schema
 from dashrepro.experiment.run_matrix import expand_config
 from dashrepro.experiment.semantics import check_semantics, non_finite_problems
 from dashrepro.schema import schema_errors
+from dashrepro.settings import annotate_schema
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
 
 
 def config_schema() -> dict:
     """The JSON schema of a config: ``config_schema.yaml`` with the dataset spec's schema
-    (``dashrepro.data.spec``) as its ``$defs.dataset``."""
+    (``dashrepro.data.spec``) as its ``$defs.dataset``, and the typed settings' descriptions,
+    defaults and allowed values (``settings.annotate_schema``)."""
     schema = yaml.safe_load(SCHEMA_PATH.read_text())
     dataset = dataset_spec_schema()
     dataset.pop("$schema")
     schema["$defs"]["dataset"] = dataset
-    return schema
+    return annotate_schema(schema)
 
 
 class ConfigError(ValueError):

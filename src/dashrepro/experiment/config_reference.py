@@ -143,6 +143,9 @@ def _entry_lines(entry: Entry, schema: Mapping, defaults: Mapping) -> list[str]:
     facts = [_type(entry.schema, schema)]
     facts += [x for x in (_allowed(entry.schema, schema),) if x]
     facts.append(f"default {default_of(entry.key, defaults)}")
+    resolved = _resolve(entry.schema, schema)
+    if "default" in resolved:  # what the code takes when the key is absent
+        facts.append(f"absent: `{json.dumps(resolved['default'])}`")
     if entry.required:
         facts.append("required")
     description = _prose(_resolve(entry.schema, schema)["description"])
@@ -158,9 +161,10 @@ def render(schema: Mapping, defaults: Mapping) -> str:
         "# Configuration reference",
         "",
         "Generated from the config schema (`src/dashrepro/experiment/config_schema.yaml`, with",
-        "the dataset spec) and the defaults in `workflow_config.yaml` by",
-        "`python -m dashrepro.experiment.config_reference`; do not edit by hand. A test fails",
-        "when this page is out of date or a property has no description.",
+        "the dataset spec, and for the blocks of typed settings each key's description, default",
+        "and allowed values from its field in `src/dashrepro/settings.py`) and the defaults in",
+        "`workflow_config.yaml` by `python -m dashrepro.experiment.config_reference`; do not edit",
+        "by hand. A test fails when this page is out of date or a property has no description.",
         "",
         "Keys are dotted paths; `<name>` stands for a name you choose (a method, a scale, a",
         "table) and `[]` for a list's items. Each key gives its type, the values allowed, the",

@@ -18,17 +18,20 @@ from __future__ import annotations
 import json
 import os
 import sys
+import typing
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from dashrepro.settings import TrainSettings
+from dashrepro.settings import Precision, TrainSettings
 
 #: ``train.precision``: fp32, or bf16 (DDP: autocast, the base weights in bf16 and LoRA's in
 #: fp32; DeepSpeed: the config's "bf16" section, the module in bf16 and fp32 master weights).
-PRECISIONS = ("fp32", "bf16")
+#: The settings' type is their one home; a TrainSettings made without ``from_config`` is
+#: checked against it here too.
+PRECISIONS = typing.get_args(Precision)
 
 
 def launch_command(spec: str | Path, n_processes: int) -> list[str]:

@@ -15,12 +15,13 @@ docs/objectives.md.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import torch
 
 from dashrepro import objectives
+from dashrepro.settings import GrpoSettings
 from dashrepro.training.methods import MethodSpec
 
 
@@ -125,7 +126,7 @@ def grpo_sequence_advantages(rewards: torch.Tensor, group_size: int) -> torch.Te
 
 
 def grpo_token_advantages(
-    advantages: torch.Tensor, mask: torch.Tensor, grpo: Mapping
+    advantages: torch.Tensor, mask: torch.Tensor, grpo: GrpoSettings
 ) -> torch.Tensor:
     """Per-token GRPO advantages [B, T] from the rollouts' sequence advantages [B].
 
@@ -137,14 +138,14 @@ def grpo_token_advantages(
     choice is ours and is documented in docs/methods.md ("Where the paper is silent").
     """
     mask = mask.bool()
-    if not grpo.get("aggregate", True):
+    if not grpo.aggregate:
         return advantages[:, None].float() * mask.float()
     lengths = mask.sum(1)
     last = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
     rows = torch.nonzero(lengths > 0).squeeze(-1)
     last[rows, lengths[rows] - 1] = advantages[rows].float()
     return objectives.discounted_token_advantages(
-        last, mask, gamma=float(grpo.get("gamma", 0.95)), lam=float(grpo.get("lam", 0.95))
+        last, mask, gamma=grpo.gamma, lam=grpo.lam
     )
 
 
@@ -190,7 +191,7 @@ def method_loss(
         grpo_loss = objectives.grpo_token_loss(
             sequence_logprobs(student_logits, tokens), token_advantages, mask
         )
-        loss = objectives.hybrid_loss(loss, grpo_loss, float(method.grpo["eta"]))
+        loss = objectives.hybrid_loss(loss, grpo_loss, method.grpo.eta)
         metrics["grpo_loss"] = float(grpo_loss.detach())
     metrics["loss"] = float(loss.detach())
     return MicroLoss(loss, metrics, result.trace)

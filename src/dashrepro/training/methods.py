@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from dashrepro.objectives.registry import AGGREGATION_SPECS, OBJECTIVES, check_params
+from dashrepro.settings import GrpoSettings
 
 #: The keys of a ``methods:`` entry that decide what is trained (all but its display ``label``),
 #: in one fixed order: the train rule's params (Snakemake compares them by their repr, so a
@@ -57,7 +58,7 @@ class MethodSpec:
     params: Mapping = field(default_factory=dict)
     objective: str = "distill"  # a key of registry.OBJECTIVES
     objective_params: Mapping = field(default_factory=dict)
-    grpo: Mapping | None = None  # {eta, group_size, aggregate, gamma, lam}
+    grpo: GrpoSettings | None = None  # the GRPO hybrid's term; None: none
 
     @classmethod
     def from_config(cls, name: str, spec: Mapping) -> MethodSpec:
@@ -86,7 +87,11 @@ class MethodSpec:
             params=dict(spec["params"]),
             objective=objective,
             objective_params=objective_params,
-            grpo=dict(spec["grpo"]) if spec.get("grpo") else None,
+            grpo=(
+                GrpoSettings.from_config(spec["grpo"], f"methods.{name}.grpo")
+                if spec.get("grpo")
+                else None
+            ),
         )
 
     def training_config(self) -> dict:
@@ -95,7 +100,7 @@ class MethodSpec:
         values = {key: getattr(self, key) for key in METHOD_TRAINING_KEYS}
         for key in ("params", "objective_params"):
             values[key] = dict(values[key])
-        values["grpo"] = dict(self.grpo) if self.grpo else None
+        values["grpo"] = self.grpo.to_dict() if self.grpo else None
         return values
 
     @property
@@ -115,7 +120,7 @@ class MethodSpec:
 
     @property
     def group_size(self) -> int:
-        return int(self.grpo["group_size"]) if self.grpo else 1
+        return self.grpo.group_size if self.grpo else 1
 
     @property
     def teacher_view_names(self) -> tuple[str, ...]:

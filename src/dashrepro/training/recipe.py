@@ -1,10 +1,11 @@
-"""The training recipe: ``DistillationRecipe.setup()``, ``.train()``, ``.save_checkpoint(step)``.
+"""The training recipe: ``DistillationRecipe.setup()``, ``.train()``, ``.save_checkpoint()``.
 
 One (method, scale, seed) run of LoRA on-policy self-distillation in the torchtune-recipe
 shape: ``setup`` builds the accelerator, tokenizer, student (base + LoRA), AdamW and its linear
-schedule, then resumes or discards the kept training states (``run_states``); ``train`` runs the
-step loop (one step: ``_train_step``). The run's state -- step, metric rows, token traces --
-lives on the recipe.
+schedule, and the run's ``TrainingState`` (``run_state``), which the ``Checkpointer`` restores
+from the kept states or leaves at step 0; ``train`` runs the step loop (one step:
+``_train_step``), hands the traced rollouts to the ``RolloutTracer`` and the state to the
+checkpointer when one is due.
 
     recipe = DistillationRecipe(RunSpec.from_json("run.json"))
     recipe.setup()
@@ -15,7 +16,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,17 +23,10 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from dashrepro import objectives
-from dashrepro.adapters import ADAPTER_WEIGHTS
 from dashrepro.hub import source_fingerprint
-from dashrepro.io import (
-    load_tokenizer,
-    read_parquet,
-    write_parquet,
-)
-from dashrepro.layout import TEACHER_CONTEXTS, TOKEN_TRACES, TRAIN_METRICS, checkpoint_folder
+from dashrepro.io import load_tokenizer, read_parquet, write_parquet
+from dashrepro.layout import TEACHER_CONTEXTS, TOKEN_TRACES, TRAIN_METRICS
 from dashrepro.sampling import Sample, derive_seed
-from dashrepro.training import state_integrity
 from dashrepro.training.batching import (
     BatchLayout,
     check_training_data,
@@ -43,6 +36,7 @@ from dashrepro.training.batching import (
     right_pad_concat,
     rollout_rows,
 )
+from dashrepro.training.checkpointer import Checkpointer
 from dashrepro.training.distributed import (
     StateInAccelerateFolder,
     any_process,
@@ -57,25 +51,23 @@ from dashrepro.training.metrics import (
     micro_counts,
     micro_result,
     reduce_step_metrics,
-    trace_frame,
 )
 from dashrepro.training.model import build_optimizer, load_lora_student
 from dashrepro.training.preemption import PREEMPTED_EXIT_CODE, PreemptionGuard
 from dashrepro.training.rollouts import RolloutSampler, Share
 from dashrepro.training.run_spec import RunSpec, run_fingerprint_config
-from dashrepro.training.run_states import RESUME_DIR, TrainingStates, export_adapter
+from dashrepro.training.run_state import TrainingState
 from dashrepro.training.step_tracking import StepTracking
 from dashrepro.training.teacher import (
-    CONTEXT_COLUMNS,
     analysis_budget,
     analysis_request_ids,
-    context_frame,
     generates_analysis,
     view_prompt_ids,
 )
+from dashrepro.training.tracing import RolloutTracer
 
 
-class DistillationRecipe(TrainingStates):
+class DistillationRecipe:
     """One run of LoRA on-policy self-distillation; see the module docstring."""
 
     def __init__(self, spec: RunSpec, log: Callable[[str], None] = print):
@@ -84,14 +76,8 @@ class DistillationRecipe(TrainingStates):
         self.seed = spec.seed
         self.log = log
         self.out_dir = Path(spec.out_dir)
-        self.resume_root = self.out_dir / RESUME_DIR
         self.deepspeed = bool(spec.train.deepspeed_config)
-        # Run state: the last finished step, one metrics record per step, token-trace frames,
-        # the traced rollouts' teacher contexts.
-        self.step = 0
-        self.rows: list[dict] = []
-        self.traces: list[pd.DataFrame] = []
-        self.contexts: list[pd.DataFrame] = []
+        self.state: TrainingState | None = None  # what a resume restores (setup makes it)
         self.bar = None
 
     # --- Setup ---
@@ -112,33 +98,42 @@ class DistillationRecipe(TrainingStates):
         self.model, self.optimizer = self.accelerator.prepare(self.model, optimizer)
         self.policy = unwrapped_model(self.accelerator, self.model, self.deepspeed)
         self.device = self.accelerator.device
-        self.optimizer_state = StateInAccelerateFolder() if self.deepspeed else self.optimizer
         self.run_config = self._run_config()
-        latest = self._resumable_state()
-        if latest is not None and self._discard_if_stale(latest):
-            latest = None
-        if latest is not None:
-            self._resume(latest)
-        self.tracking = StepTracking(spec.tracked, self.resume_root, self.rank == 0)
-        self.tracking.start(self.run_config, self.step, self.log)
+        optimizer_state = StateInAccelerateFolder() if self.deepspeed else self.optimizer
+        self.state = TrainingState(self.policy, optimizer_state, self.scheduler)
+        self.checkpointer = Checkpointer(
+            self.out_dir,
+            self.accelerator,
+            self.run_config,
+            seed=self.seed,
+            rollouts_per_step=self.layout.micros_per_step * self.layout.micro,
+            name=f"{self.method.name} seed {self.seed}",
+            deepspeed=self.deepspeed,
+            log=self.log,
+        )
+        self.checkpointer.restore(self.state)
+        self.tracking = StepTracking(spec.tracked, self.checkpointer.root, self.rank == 0)
+        self.tracking.start(self.run_config, self.state.step, self.log)
         self.rollouts = RolloutSampler(
             self.tokenizer,
             train,
             spec.lora,
             str(spec.base_model_dir),
-            self.resume_root / "rollout-adapter",
+            self.checkpointer.root / "rollout-adapter",
             self.rank,
         )
         self.pad_id = self.tokenizer.pad_token_id
         self.analyses = generates_analysis(self.method, spec.protocol)
         self.max_positions = getattr(self.policy.config, "max_position_embeddings", None)
         self.save_at = set(train.checkpoint_steps())
-        self.trace_at = {1, *self.save_at}
+        self.tracer = RolloutTracer({1, *self.save_at}, spec.trace_rollouts, train.loss_temperature)
         if spec.progress and self.accelerator.is_main_process:
             from tqdm import tqdm
 
             self.bar = tqdm(
-                total=self.steps, initial=self.step, desc=f"{self.method.name} seed {self.seed}"
+                total=self.steps,
+                initial=self.state.step,
+                desc=f"{self.method.name} seed {self.seed}",
             )
 
     @property
@@ -178,15 +173,15 @@ class DistillationRecipe(TrainingStates):
         every = self.spec.train.state_every_minutes
         last_state = time.monotonic()
         with PreemptionGuard(log=None) as guard:
-            for step in range(self.step + 1, self.steps + 1):
+            for step in range(self.state.step + 1, self.steps + 1):
                 self._train_step(step)
-                self.step = step
+                self.state.step = step
                 preempted = any_process(self.accelerator, guard.requested is not None)
                 due = every is not None and any_process(
                     self.accelerator, time.monotonic() - last_state >= 60.0 * float(every)
                 )
                 if step in self.save_at or preempted or due:
-                    self.save_checkpoint(step)
+                    self.save_checkpoint()
                     last_state = time.monotonic()
                 if preempted:
                     self.log(
@@ -275,8 +270,8 @@ class DistillationRecipe(TrainingStates):
                     share, None if advantages is None else advantages[a], step, global_micro, tally
                 )
             tally.add(out)
-            if step in self.trace_at and global_micro == 0 and out.trace is not None:
-                self.traces.append(trace_frame(out.trace, step, self.spec.trace_rollouts))
+            if self.tracer.traces(step, global_micro) and out.trace is not None:
+                self.tracer.add_trace(self.state.records, out.trace, step)
 
     def _learn_micro(self, share: Share, advantages, step: int, global_micro: int, tally):
         """Teacher scoring, the method's loss and backward for one micro-batch of rollouts."""
@@ -304,17 +299,10 @@ class DistillationRecipe(TrainingStates):
         ]
         view_logits = self._teacher_logits(contexts, kept_responses)
         tally.timings["teacher"] += time.perf_counter() - t0
-        if step in self.trace_at and global_micro == 0:
-            traced = kept[: self.spec.trace_rollouts]
-            self.contexts.append(
-                context_frame(
-                    self.tokenizer,
-                    step,
-                    self.method,
-                    [share.ids[i] for i in traced],
-                    contexts[: len(traced)],
-                    None if share.analyses is None else [share.analyses[i] for i in traced],
-                )
+        traced = self.tracer.traces(step, global_micro)
+        if traced:
+            self.tracer.add_contexts(
+                self.state.records, self.tokenizer, step, self.method, share, kept, contexts
             )
 
         t0 = time.perf_counter()
@@ -333,25 +321,11 @@ class DistillationRecipe(TrainingStates):
             kept_advantages,
             temperature=self.spec.train.loss_temperature,
         )
-        if step in self.trace_at and global_micro == 0:
-            result.trace["divergence"] = self._traced_divergence(student_logits, view_logits, mask)
+        if traced:
+            result.trace["divergence"] = self.tracer.divergence(student_logits, view_logits, mask)
         self.accelerator.backward(result.loss)
         tally.timings["student"] += time.perf_counter() - t0
         return micro_result(share, kept, result, tokens, mask)
-
-    def _traced_divergence(self, student_logits, view_logits, mask) -> torch.Tensor:
-        """The unclipped forward KL D_t per token of the traced rollouts (the motivation figure's
-        D_t, whatever the method's own signal, clip or objective), at the loss temperature."""
-        n = min(self.spec.trace_rollouts, student_logits.shape[0])
-        temperature = self.spec.train.loss_temperature
-        with torch.no_grad():
-            return objectives.local_signal(
-                student_logits[:n].detach() / temperature,
-                view_logits[0][:n] / temperature,
-                mask[:n],
-                divergence="forward_kl",
-                tau=None,
-            )
 
     def _teacher_logits(self, contexts: list[list[list[int]]], responses: list[list[int]]):
         """The teacher's response logits [B, T, V] (fp32, detached), one tensor per view, after
@@ -405,7 +379,7 @@ class DistillationRecipe(TrainingStates):
         seconds = sum(tally.timings.values())
         row["tokens_per_second"] = row["tokens"] / max(seconds, 1e-9)
         row["tracker_failures"] = self.tracking.send(row)  # sent live, on the main process
-        self.rows.append(row)
+        self.state.records.rows.append(row)
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix(loss=f"{row['loss']:.4f}", tok_s=f"{row['tokens_per_second']:.0f}")
@@ -417,33 +391,30 @@ class DistillationRecipe(TrainingStates):
             f"{row['tokens_per_second']:.0f} tok/s"
         )
 
-    # --- The end of the run ---
+    # --- Checkpoints and the end of the run ---
 
-    def _context_records(self) -> pd.DataFrame:
-        frames = [f for f in self.contexts if len(f)]
-        if not frames:
-            return pd.DataFrame(columns=list(CONTEXT_COLUMNS))
-        return pd.concat(frames, ignore_index=True)
+    def save_checkpoint(self) -> None:
+        """The training state after the current step (every process takes part), and on a
+        checkpoint step the declared PEFT folder ``checkpoint-<step>``."""
+        # The steps kept for W&B go out before the state that a resume would start after.
+        self.tracking.flush(self.state.records.rows)
+        self.checkpointer.save(self.state, export=self.state.step in self.save_at)
 
     def _finish(self) -> pd.DataFrame:
         """Write the run's records (main process) and remove the kept training states."""
         if self.bar is not None:
             self.bar.close()
-        self.tracking.finish(self.rows)
-        metrics = pd.DataFrame(self.rows)
+        records = self.state.records
+        self.tracking.finish(records.rows)
+        metrics = records.metrics()
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
-            # The declared checkpoints of earlier steps, in case Snakemake removed them when the
-            # killed job was rerun (the states under .resume keep every adapter).
-            for step in sorted(self.save_at):
-                checkpoint = self.out_dir / checkpoint_folder(step)
-                if not (checkpoint / ADAPTER_WEIGHTS).exists():
-                    export_adapter(state_integrity.state_dir(self.resume_root, step), checkpoint)
-            if self.traces:
-                traces = pd.concat(self.traces, ignore_index=True)
+            self.checkpointer.export_missing(self.save_at)
+            traces = records.token_traces()
+            if traces is not None:
                 write_parquet(self.out_dir / TOKEN_TRACES, traces)
-            write_parquet(self.out_dir / TEACHER_CONTEXTS, self._context_records())
+            write_parquet(self.out_dir / TEACHER_CONTEXTS, records.teacher_contexts())
             write_parquet(self.out_dir / TRAIN_METRICS, metrics)
-            shutil.rmtree(self.resume_root, ignore_errors=True)
+            self.checkpointer.remove_states()
         self.accelerator.wait_for_everyone()
         return metrics

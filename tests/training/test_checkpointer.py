@@ -1,32 +1,41 @@
-"""Tests of dashrepro.training.run_states: the PEFT export of a state, and TrainingStates mixed
-into a stand-in recipe (a toy LoRA run, no training): writing, checkpointing, resuming,
-discarding stale states and DeepSpeed's engine folders."""
+"""Tests of dashrepro.training.checkpointer: the PEFT export of a state, and the Checkpointer of
+a toy LoRA run's TrainingState (no training): writing, checkpointing, restoring, discarding
+damaged and stale states, and DeepSpeed's engine folders."""
 
 import hashlib
 from pathlib import Path
-from types import SimpleNamespace
 
 import pandas as pd
 import pytest
 import torch
-from training_helpers import RUN_CONFIG, FakeAccelerator, adapter_tensors, make_run
+from training_helpers import (
+    RUN_CONFIG,
+    FakeAccelerator,
+    adapter_tensors,
+    deepspeed_checkpointer,
+    delete,
+    flip_one_bit,
+    make_run,
+    truncate,
+    write_deepspeed_states,
+)
 
 from dashrepro.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
 from dashrepro.io import read_parquet
 from dashrepro.layout import TEACHER_CONTEXTS, TOKEN_TRACES, TRAIN_METRICS
-from dashrepro.training.run_states import (
+from dashrepro.training import state_choice, state_integrity
+from dashrepro.training.checkpointer import (
     DEEPSPEED_FILES,
-    RESUME_DIR,
-    TrainingStates,
+    Checkpointer,
     export_adapter,
 )
+from dashrepro.training.run_state import TrainingState
 from dashrepro.training.state_integrity import (
     OPTIMIZER_FILE,
     SCHEDULER_FILE,
     read_state_record,
     state_dir,
 )
-from dashrepro.training.step_tracking import StepTracking
 
 
 class DeepSpeedAccelerator(FakeAccelerator):
@@ -42,33 +51,34 @@ class DeepSpeedAccelerator(FakeAccelerator):
         (Path(folder) / "partition.pt").write_bytes(b"engine")
 
 
-class Run(TrainingStates):
-    """What TrainingStates reads of the recipe it is mixed into."""
+class Run:
+    """A toy run's state and its checkpointer, as the recipe holds them."""
 
     def __init__(self, out_dir: Path, main: bool = True, deepspeed: bool = False, lora_seed=1):
-        self.out_dir = out_dir
-        self.resume_root = out_dir / RESUME_DIR
-        self.deepspeed = deepspeed
-        self.accelerator = DeepSpeedAccelerator(main) if deepspeed else FakeAccelerator(main)
-        self.policy, self.optimizer_state, self.scheduler = make_run(lora_seed=lora_seed)
-        self.seed, self.run_config = 3, RUN_CONFIG
-        self.layout = SimpleNamespace(micros_per_step=2, micro=3)
-        self.method = SimpleNamespace(name="opsd")
-        self.save_at = {2, 4}
-        self.rows, self.traces, self.contexts = [], [], []
         self.lines = []
-        self.log = self.lines.append
-        self.tracking = StepTracking(None, self.resume_root, main)  # no tracker
-
-    def _context_records(self) -> pd.DataFrame:
-        frames = [f for f in self.contexts if len(f)]
-        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=["step"])
+        accelerator = DeepSpeedAccelerator(main) if deepspeed else FakeAccelerator(main)
+        self.state = TrainingState(*make_run(lora_seed=lora_seed))
+        # 2 micro-batches of 3 rollouts a step
+        self.checkpointer = Checkpointer(
+            out_dir, accelerator, RUN_CONFIG, seed=3, rollouts_per_step=6, name="opsd seed 3",
+            deepspeed=deepspeed, log=self.lines.append,
+        )  # fmt: skip
+        self.accelerator, self.resume_root = accelerator, self.checkpointer.root
 
     def record_step(self, step: int) -> None:
         """The records a step adds: a metrics row, a trace row and a context row."""
-        self.rows.append({"step": step, "loss": float(step)})
-        self.traces.append(pd.DataFrame({"step": [step], "r": [0.5 * step]}))
-        self.contexts.append(pd.DataFrame({"step": [step], "context": [f"c{step}"]}))
+        records = self.state.records
+        records.rows.append({"step": step, "loss": float(step)})
+        records.traces.append(pd.DataFrame({"step": [step], "r": [0.5 * step]}))
+        records.contexts.append(pd.DataFrame({"step": [step], "context": [f"c{step}"]}))
+
+    def write_state(self, step: int) -> None:
+        self.state.step = step
+        self.checkpointer.write_state(self.state)
+
+    def save(self, step: int, export: bool = False) -> None:
+        self.state.step = step
+        self.checkpointer.save(self.state, export=export)
 
 
 def test_export_adapter_copies_the_adapter_files_only(tmp_path):
@@ -99,7 +109,7 @@ def test_a_written_state_holds_the_step_its_data_position_and_the_records(tmp_pa
     run = Run(tmp_path)
     run.record_step(1)
     run.record_step(2)
-    run._write_state(2)
+    run.write_state(2)
     record = read_state_record(state_dir(run.resume_root, 2))
     assert record["step"] == 2
     assert record["data_state"] == {"rollouts_consumed": 12}  # 2 steps x 2 micro x 3 rollouts
@@ -111,8 +121,8 @@ def test_a_written_state_holds_the_step_its_data_position_and_the_records(tmp_pa
 
 def test_a_run_without_traces_writes_no_trace_file(tmp_path):
     run = Run(tmp_path)
-    run.rows.append({"step": 1, "loss": 1.0})
-    run._write_state(1)
+    run.state.records.rows.append({"step": 1, "loss": 1.0})
+    run.write_state(1)
     assert not (run.resume_root / TOKEN_TRACES).exists()
     assert read_parquet(run.resume_root / TEACHER_CONTEXTS).empty
 
@@ -120,7 +130,7 @@ def test_a_run_without_traces_writes_no_trace_file(tmp_path):
 def test_states_older_than_the_two_newest_lose_their_optimizer_and_scheduler(tmp_path):
     run = Run(tmp_path)
     for step in (1, 2, 3):
-        run._write_state(step)
+        run.write_state(step)
     for step, resumable in ((1, False), (2, True), (3, True)):
         folder = state_dir(run.resume_root, step)
         assert (folder / OPTIMIZER_FILE).exists() == resumable, step
@@ -130,8 +140,8 @@ def test_states_older_than_the_two_newest_lose_their_optimizer_and_scheduler(tmp
 
 def test_a_checkpoint_step_exports_its_peft_folder(tmp_path):
     run = Run(tmp_path)
-    run.save_checkpoint(1)  # not in save_at: a state only
-    run.save_checkpoint(2)
+    run.save(1)  # not a checkpoint step: a state only
+    run.save(2, export=True)
     assert state_dir(run.resume_root, 1).is_dir()
     assert not (tmp_path / "checkpoint-1").exists()
     checkpoint = tmp_path / "checkpoint-2"
@@ -142,20 +152,20 @@ def test_a_checkpoint_step_exports_its_peft_folder(tmp_path):
 
 def test_only_the_main_process_writes_and_every_process_waits(tmp_path):
     run = Run(tmp_path, main=False)
-    run.save_checkpoint(2)
+    run.save(2, export=True)
     assert not run.resume_root.exists() and not (tmp_path / "checkpoint-2").exists()
     assert run.accelerator.barriers == 2  # before the write and after it
 
 
 def test_a_deepspeed_state_records_its_engine_folder_and_only_recent_folders_stay(tmp_path):
     run = Run(tmp_path, deepspeed=True)
-    assert run._deepspeed_state(12) == run.resume_root / "deepspeed-step-000012"
-    stray = run._deepspeed_state(0)
+    assert run.checkpointer.deepspeed_state(12) == run.resume_root / "deepspeed-step-000012"
+    stray = run.checkpointer.deepspeed_state(0)
     stray.mkdir(parents=True)  # left by a kill between the two saves of an older step
     for step in (1, 2, 3):
-        run.save_checkpoint(step)
+        run.save(step)
     folder, kwargs = run.accelerator.saved[0]
-    assert folder == str(run._deepspeed_state(1))
+    assert folder == str(run.checkpointer.deepspeed_state(1))
     assert kwargs == {"exclude_frozen_parameters": True}  # the base weights stay out
     assert run.accelerator.barriers == 9  # three per save: the engine's parts, then the state
     extra = read_state_record(state_dir(run.resume_root, 3))["extra"]
@@ -171,14 +181,16 @@ def test_a_deepspeed_state_records_its_engine_folder_and_only_recent_folders_sta
 
 def test_a_deepspeed_state_without_its_engine_folder_is_named(tmp_path):
     run = Run(tmp_path, deepspeed=True)
-    run.save_checkpoint(1)
+    run.save(1)
     folder = state_dir(run.resume_root, 1)
-    assert run._deepspeed_state_problems(1, folder) == []
-    engine = run._deepspeed_state(1)
+    assert run.checkpointer.deepspeed_state_problems(1, folder) == []
+    engine = run.checkpointer.deepspeed_state(1)
     (engine / "partition.pt").unlink()
-    assert run._deepspeed_state_problems(1, folder) == [f"{engine / 'partition.pt'}: missing"]
+    assert run.checkpointer.deepspeed_state_problems(1, folder) == [
+        f"{engine / 'partition.pt'}: missing"
+    ]
     engine.rmdir()
-    assert run._deepspeed_state_problems(1, folder) == [
+    assert run.checkpointer.deepspeed_state_problems(1, folder) == [
         f"{engine}: missing (the DeepSpeed engine's state of step-000001)"
     ]
 
@@ -187,52 +199,52 @@ def test_the_newest_state_is_resumed_with_its_records_cut_to_its_step(tmp_path):
     run = Run(tmp_path)
     for step in (1, 2):
         run.record_step(step)
-    run._write_state(2)
-    saved = adapter_tensors(run.policy)
+    run.write_state(2)
+    saved = adapter_tensors(run.state.policy)
     with torch.no_grad():  # the adapter moves on; the state keeps step 2's
-        for p in run.policy.parameters():
+        for p in run.state.policy.parameters():
             if p.requires_grad:
                 p.add_(1.0)
     for step in (3, 4):
         run.record_step(step)
-    run._write_state(4)
+    run.write_state(4)
     # Step 4's state is damaged: the resume falls back to step 2's and removes step 4's.
     (state_dir(run.resume_root, 4) / OPTIMIZER_FILE).write_bytes(b"")
     fresh = Run(tmp_path, lora_seed=2)
-    latest = fresh._resumable_state()
+    latest = fresh.checkpointer.restore(fresh.state)
     assert latest == state_dir(run.resume_root, 2)
     assert not state_dir(run.resume_root, 4).exists()
     assert fresh.lines[0].startswith(f"[train] discarding damaged training state {tmp_path}")
-    fresh._resume(latest)
-    assert fresh.step == 2
-    assert [row["step"] for row in fresh.rows] == [1, 2]  # the records went up to step 4
-    assert list(pd.concat(fresh.traces)["step"]) == [1, 2]
-    assert list(pd.concat(fresh.contexts)["context"]) == ["c1", "c2"]
-    resumed = adapter_tensors(fresh.policy)
+    assert fresh.state.step == 2
+    records = fresh.state.records
+    assert [row["step"] for row in records.rows] == [1, 2]  # the records went up to step 4
+    assert list(pd.concat(records.traces)["step"]) == [1, 2]
+    assert list(pd.concat(records.contexts)["context"]) == ["c1", "c2"]
+    resumed = adapter_tensors(fresh.state.policy)
     assert all(torch.allclose(resumed[k], saved[k], atol=0.0, rtol=0.0) for k in saved)
     assert fresh.lines[-1] == f"[train] resuming opsd seed 3 after step 2 from {latest}"
 
 
 def test_no_kept_state_means_no_resume_point_and_nothing_logged(tmp_path):
     run = Run(tmp_path)
-    assert run._resumable_state() is None
+    assert run.checkpointer.restore(run.state) is None and run.state.step == 0
     assert run.lines == [] and run.accelerator.barriers == 0
 
 
 def test_states_of_another_config_are_discarded_by_the_main_process(tmp_path):
     run = Run(tmp_path)
-    run._write_state(1)
+    run.write_state(1)
     latest = state_dir(run.resume_root, 1)
-    assert run._discard_if_stale(latest) is False
+    assert run.checkpointer.discard_if_stale(latest) is False
     assert latest.is_dir() and run.lines == []
     changed = {**RUN_CONFIG, "train": {**RUN_CONFIG["train"], "lr": 1e-3}}
     other = Run(tmp_path, main=False)
-    other.run_config = changed
-    assert other._discard_if_stale(latest) is True
+    other.checkpointer.run_config = changed
+    assert other.checkpointer.discard_if_stale(latest) is True
     assert latest.is_dir()  # not the main process: it only waits
     main = Run(tmp_path)
-    main.run_config = changed
-    assert main._discard_if_stale(latest) is True
+    main.checkpointer.run_config = changed
+    assert main.checkpointer.restore(main.state) is None  # stale: discarded, step 0
     assert not run.resume_root.exists()
     # The differing key is named (its wording is checkpointing.state_config_differences's).
     [line] = main.lines
@@ -241,3 +253,60 @@ def test_states_of_another_config_are_discarded_by_the_main_process(tmp_path):
         "under other values: train.lr: "
     )
     assert main.accelerator.barriers == 2
+
+
+# ------------------------------------------------------------------------------------------------
+# DeepSpeed engine folders beside the states
+# ------------------------------------------------------------------------------------------------
+
+
+def test_the_deepspeed_folders_of_the_two_newest_states_are_kept(tmp_path, monkeypatch):
+    checkpointer, state = deepspeed_checkpointer(tmp_path, monkeypatch)
+    root = checkpointer.root
+    root.mkdir()
+    (root / "deepspeed-step-000009").mkdir()  # a kill between DeepSpeed's save and the state's
+    for step in (1, 2, 3, 4):
+        (root / f"deepspeed-step-{step:06d}").mkdir()  # accelerator.save_state comes first
+        state.step = step
+        checkpointer.write_state(state)
+        kept = sorted(p.name for p in root.glob("deepspeed-step-*"))
+        assert kept == [f"deepspeed-step-{s:06d}" for s in (step - 1, step) if s >= 1]
+    assert state_choice.newest_complete_steps(root) == [3, 4]
+    assert all((state_dir(root, s) / "optimizer.pt").is_file() for s in (3, 4))
+    assert not any((state_dir(root, s) / "optimizer.pt").exists() for s in (1, 2))
+
+
+@pytest.mark.parametrize(
+    "fault", [flip_one_bit, truncate, delete], ids=["flipped", "truncated", "deleted"]
+)
+def test_a_damaged_deepspeed_partition_is_named_and_its_state_passed_over(
+    tmp_path, monkeypatch, fault
+):
+    checkpointer = write_deepspeed_states(tmp_path, monkeypatch)
+    root = checkpointer.root
+    partition = root / "deepspeed-step-000003/pytorch_model/zero_pp_rank_0_optim_states.pt"
+    fault(partition)
+    checkpointer.lines.clear()
+    assert checkpointer.resumable_state() == state_dir(root, 2)
+    [line] = checkpointer.lines
+    assert line.startswith(
+        f"[train] discarding damaged training state {state_dir(root, 3)}: {partition}: "
+    )
+    assert not (root / "deepspeed-step-000003").exists()
+    assert (root / "deepspeed-step-000002").is_dir()
+
+
+def test_intact_deepspeed_states_verify_and_older_records_are_checked_for_presence(
+    tmp_path, monkeypatch
+):
+    checkpointer = write_deepspeed_states(tmp_path, monkeypatch)
+    checkpointer.lines.clear()
+    assert checkpointer.resumable_state() == state_dir(checkpointer.root, 3)
+    assert checkpointer.lines == []
+    # A record without the key (written before DeepSpeed folders were hashed): nothing to compare.
+    assert (
+        state_integrity.companion_folder_problems(
+            state_dir(checkpointer.root, 3), "other", tmp_path
+        )
+        == []
+    )
