@@ -304,6 +304,16 @@ def write_text(path: str | os.PathLike, text: str) -> None:
         tmp.write_text(text)
 
 
+def with_marked_block(text: str, begin: str, end: str, block: str, where: str) -> str:
+    """``text`` (the page ``where``) with what lies between the line that starts with ``begin``
+    and the ``end`` marker replaced by ``block``: a generated part of a hand-written page."""
+    start, stop = text.find(begin), text.find(end)
+    if start < 0 or stop < start:
+        raise ValueError(f"{where} has no {begin} ... {end} markers")
+    head = text[: text.index("\n", start) + 1]
+    return f"{head}{block}\n{text[stop:]}"
+
+
 def sha256_file(path: str | os.PathLike, chunk: int = 1 << 20) -> str:
     digest = hashlib.sha256()
     with open(path, "rb") as handle:

@@ -19,6 +19,7 @@ import re
 import sys
 from pathlib import Path
 
+from dashrepro.io import with_marked_block, write_text
 from dashrepro.layout import REPO_ROOT
 
 PACKAGE = Path(__file__).resolve().parent
@@ -113,15 +114,6 @@ def block(root: Path = PACKAGE) -> str:
     return "\n".join(lines)
 
 
-def with_block(page: str, text: str) -> str:
-    """``page`` with the text between its markers replaced by ``text``."""
-    start, end = page.find(BEGIN), page.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"{PAGE} has no {BEGIN} ... {END} markers")
-    head = page[: page.index("\n", start) + 1]
-    return f"{head}{text}\n{page[end:]}"
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the page is stale")
@@ -130,14 +122,12 @@ def main(argv: list[str] | None = None) -> int:
     for problem in found:
         print(problem, file=sys.stderr)
     page = PAGE.read_text()
-    wanted = with_block(page, block())
+    wanted = with_marked_block(page, BEGIN, END, block(), str(PAGE))
     if args.check:
         if wanted != page:
             print(f"{PAGE} is out of date: run python -m {__spec__.name}", file=sys.stderr)
             return 1
         return 1 if found else 0
-    from dashrepro.io import write_text
-
     write_text(PAGE, wanted)
     print(f"wrote {PAGE}")
     return 1 if found else 0

@@ -49,12 +49,6 @@ def test_the_readme_block_replaces_only_what_is_between_the_markers(run):
         er.with_readme_block("no markers\n", "x")
 
 
-def test_a_missing_file_is_named(run):
-    (run / Results("tiny").statistics("base_lift.csv")).unlink()
-    with pytest.raises(FileNotFoundError, match="base_lift.csv: the run has no lifts file"):
-        er.read_run("tiny", run)
-
-
 def test_the_page_is_rendered_from_its_record_alone(run, tmp_path):
     root = make_pages(tmp_path)
     facts = er.read_run("tiny", run)

@@ -32,7 +32,7 @@ from dashrepro.analysis.run_facts import (
     read_run,
     row_labels,
 )
-from dashrepro.io import atomic_path, write_text
+from dashrepro.io import atomic_path, with_marked_block, write_text
 from dashrepro.layout import REPO_ROOT
 
 __all__ = ["COLUMNS", "RECORD", "RunFacts", "read_record", "read_run"]  # the page's inputs
@@ -164,11 +164,7 @@ def page(facts: RunFacts) -> str:
 
 def with_readme_block(readme: str, block: str) -> str:
     """``readme`` with the text between its markers replaced by ``block``."""
-    start, end = readme.find(BEGIN), readme.find(END)
-    if start < 0 or end < start:
-        raise ValueError(f"README.md has no {BEGIN} ... {END} markers")
-    head = readme[: readme.index("\n", start) + 1]
-    return f"{head}{block}\n{readme[end:]}"
+    return with_marked_block(readme, BEGIN, END, block, "README.md")
 
 
 def rendered(facts: RunFacts, root: Path) -> dict[Path, str]:
