@@ -122,7 +122,7 @@ def test_a_stopped_and_resumed_run_gives_the_uninterrupted_adapters(setup, tmp_p
     assert not (stopped / "checkpoint-4").exists()
 
     second = recipe(setup, stopped)
-    assert second.step == 2  # resumed from the kept state
+    assert second.state.step == 2  # resumed from the kept state
     run_and_shut_down(second)
     for k in (2, 4):
         a, b = adapter_weights(whole, k), adapter_weights(stopped, k)
