@@ -21,6 +21,7 @@ report: "report/workflow.rst"
 include: "rules/common.smk"
 include: "rules/data.smk"
 include: "rules/base_model.smk"
+include: "rules/premise.smk"
 include: "rules/train.smk"
 include: "rules/evaluate.smk"
 include: "rules/select.smk"
@@ -48,6 +49,7 @@ localrules:
     all,
     all_tables,
     all_figures,
+    premise,
     published_tables,
     train_all_runs,
     select_best_checkpoint,
@@ -67,6 +69,13 @@ rule all:
         EXPERIMENT.base_accuracy_files(),
         EXPERIMENT.figure_files(),
         EXPERIMENT.analysis_report_files(),
+        EXPERIMENT.premise_files(),
+
+
+# The premise probe at every base model (rules/premise.smk), where the config has one.
+rule premise:
+    input:
+        EXPERIMENT.premise_files(),
 
 
 rule all_tables:

@@ -2,7 +2,8 @@
 
 Each stage of the Snakemake workflow is a thin call into one subpackage: ``data``,
 ``embedded``, ``objectives``, ``training``, ``sampling``, ``evaluation``, ``grading``,
-``analysis``, ``provenance``, ``experiment`` (what a config means). The stages import the shared
+``premise`` (the premise probe at a base model), ``analysis``, ``provenance``, ``experiment``
+(what a config means). The stages import the shared
 cores (``io``, ``layout``, ``adapters``, ``hub``, ``settings``) and earlier stages, never
 each other in a circle (``tests/test_import_graph.py``). What each package holds:
 docs/architecture.md.

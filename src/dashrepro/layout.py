@@ -61,6 +61,14 @@ SUMMARY = "summary.json"
 BASE_ACCURACY = "accuracy.json"
 STUDENT_SAMPLES = "student_samples.parquet"
 TEACHER_SAMPLES = "teacher_samples.parquet"
+#: The files of a base model's premise probe (``Results.premise_file``; dashrepro.premise): the
+#: scored tokens, the rollouts, the prefix tree's branch points, the statistics (.csv, .md,
+#: .json) and the figure (.png, .pdf).
+PREMISE_TOKENS = "tokens.parquet"
+PREMISE_ROLLOUTS = "rollouts.parquet"
+PREMISE_BRANCHES = "branches.parquet"
+PREMISE_STATISTICS = "statistics"
+PREMISE_FIGURE = "premise"
 #: The statistics folder's files (``Results.statistics``; dashrepro.analysis.statistics_report):
 #: one CSV per estimator, the reproduction gap as a CSV and a figure (.png, .pdf), the report.
 CELL_STATISTICS = "cell_statistics.csv"
@@ -118,6 +126,11 @@ class Results:
     def base_eval_file(self, name: str, scale: str = "{scale}") -> str:
         """A file of ``base_eval``: ``BASE_ACCURACY``, ``STUDENT_SAMPLES``, ``TEACHER_SAMPLES``."""
         return f"{self.base_eval(scale)}/{name}"
+
+    def premise_file(self, name: str, scale: str = "{scale}") -> str:
+        """A file of a base model's premise probe: ``PREMISE_TOKENS``, ``PREMISE_ROLLOUTS``,
+        ``PREMISE_BRANCHES``, or ``PREMISE_STATISTICS`` / ``PREMISE_FIGURE`` with an extension."""
+        return f"{self.root}/premise/{scale}/{name}"
 
     # training, evaluation, selection
     def run(self, method: str = "{method}", scale: str = "{scale}", seed="{seed}") -> str:

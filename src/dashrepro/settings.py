@@ -2,7 +2,7 @@
 
 ``TrainSettings`` and ``LoraSettings`` (a scale's ``train`` and ``lora``), ``GenerationSettings``
 and ``GradingSettings`` (the ``evaluation`` block, split by what a job's outputs depend on),
-``TrackingSettings`` and a method's ``GrpoSettings``. Each is built once from the validated
+``TrackingSettings``, a method's ``GrpoSettings`` and the ``PremiseProbeSettings``. Each is built once from the validated
 config (``from_config``, which names a bad key or value) and read by attribute everywhere else.
 A field is the one source of its key's meaning, default and allowed values:
 ``annotate_schema`` writes them into the config schema (``experiment/config_schema.yaml``, which
@@ -417,6 +417,44 @@ class GrpoSettings:
         return dataclasses.asdict(self)
 
 
+@dataclass(frozen=True)
+class PremiseProbeSettings:
+    """The ``premise_probe`` block: the base student's rollouts on training problems, before
+    any training, scored by the student and its privileged teacher, and the method whose
+    gates are measured on them (``dashrepro.premise``, docs/premise.md)."""
+
+    method: str = help_field(
+        "The method whose local signal, gates and weights c_k are measured: a `methods` entry "
+        "of the distill objective with a gated aggregation and no grpo term.",
+        default="dash",
+    )
+    problems: int = help_field(
+        "Training problems probed: the first of a seeded shuffle of the training set.",
+        default=48,
+    )
+    rollouts_per_problem: int = help_field(
+        "Rollouts sampled per problem (K), with the scale's rollout settings; their prefix "
+        "tree gives the branch statistics, so K is at least 2.",
+        default=8,
+    )
+    seed: int = help_field("Seed of the shuffle and of the sampling.", default=0)
+    micro_batch_size: int = help_field(
+        "Rollouts scored per forward pass: memory only, though another size may move values "
+        "in their last digits (the padding differs).",
+        default=16,
+    )
+
+    @classmethod
+    def from_config(cls, probe: Mapping) -> PremiseProbeSettings:
+        """The settings of a ``premise_probe`` mapping (or of ``to_dict``'s output)."""
+        if isinstance(probe, PremiseProbeSettings):
+            return probe
+        return settings_from_mapping(cls, probe, "premise_probe")
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
 #: Where each settings type's block sits in the config schema (``*``: a mapping's free-named
 #: entries), in the order the types' fields fill it.
 SCHEMA_BLOCKS: dict[tuple[str, ...], tuple[type, ...]] = {
@@ -425,6 +463,7 @@ SCHEMA_BLOCKS: dict[tuple[str, ...], tuple[type, ...]] = {
     ("evaluation",): (GenerationSettings, GradingSettings),
     ("tracking",): (TrackingSettings,),
     ("methods", "*", "grpo"): (GrpoSettings,),
+    ("premise_probe",): (PremiseProbeSettings,),
 }
 #: What a field sets in its schema property; the schema file leaves these out of the blocks.
 FIELD_KEYWORDS = ("description", "default", "enum")

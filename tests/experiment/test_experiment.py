@@ -105,6 +105,21 @@ def test_training_env_and_gpus_follow_the_scales_train_settings(default, paper):
         assert paper.training_gpus(scale) == spec["train"]["num_processes"]
 
 
+def test_the_premise_probe_runs_at_each_base_model_on_its_training_devices(default, paper):
+    assert default.premise_scales == ["tiny"] and default.premise_gpus("tiny") == 0
+    files = default.premise_files()
+    assert len(files) == 8 and all(f.startswith("results/tiny/premise/tiny/") for f in files)
+    assert default.premise_method() == {
+        "name": "dash",
+        "entry": {key: value for key, value in default.config["methods"]["dash"].items()
+                  if key != "label"},
+    }  # fmt: skip
+    assert paper.premise_scales == paper.base_scales
+    assert all(paper.premise_gpus(scale) == 1 for scale in paper.premise_scales)
+    config = {k: v for k, v in default.config.items() if k != "premise_probe"}
+    assert Experiment(config).premise_files() == [] and Experiment(config).premise_probe is None
+
+
 def test_statistics_keys_sit_beside_their_files(default):
     files, keys = default.statistics_inputs(), default.statistics_keys()
     assert len(files["samples"]) == len(keys["samples"]) > 0

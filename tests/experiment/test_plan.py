@@ -8,6 +8,7 @@ import pytest
 
 from dashrepro.experiment import plan
 from dashrepro.experiment.plan import gpu_hours, plan_markdown, target_jobs
+from dashrepro.experiment.run_matrix import GROUPS
 
 
 def _train(steps: int, checkpoint_every: int) -> dict:
@@ -134,6 +135,17 @@ def test_the_plan_lists_each_target_with_its_jobs_and_gpu_hours(config):
     ]
     keys = [tuple(cell.strip() for cell in row.split("|")[1:3]) for row in rows[1:]]
     assert keys == sorted(keys)
+
+
+def test_target_all_probes_each_base_model_once_where_the_config_asks(config):
+    assert not any(rule == "premise_probe" for rule, _ in target_jobs(config, GROUPS))
+    config["premise_probe"] = {"method": "a"}
+    config["costs"]["s"]["premise_probe"] = 0.25
+    jobs = target_jobs(config, GROUPS)
+    # s and d (derived from s) share one base model: one probe.
+    assert [key for key in jobs if key[0] == "premise_probe"] == [("premise_probe", "s")]
+    assert gpu_hours(config, jobs)[("premise_probe", "s")] == 0.25
+    assert not any(rule == "premise_probe" for rule, _ in target_jobs(config, ("tables",)))
 
 
 def test_main_prints_the_plan_of_the_config_files_named(config, monkeypatch, capsys):

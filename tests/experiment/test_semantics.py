@@ -125,3 +125,21 @@ def test_vllm_backend_problems_name_the_keys_of_the_jobs_about_to_run(default_co
     assert all("would run in py, which cannot import vllm" in p for p in problems)
     only_ablation = vllm_backend_problems(config, {"train_lora_tiny_ablation"}, "py")
     assert only_ablation == []  # tiny_ablation's own train block keeps the hf default
+
+
+@pytest.mark.parametrize(
+    ("method", "message"),
+    [
+        ("dasch", "unknown method 'dasch'"),
+        ("opsd", "'opsd' aggregates by 'opsd', which has no gates to measure"),
+        ("eopd", "'eopd' is not a distillation method without a grpo term"),
+        ("dash_grpo_eta0p3_k4", "not a distillation method without a grpo term"),
+    ],
+)
+def test_the_premise_probe_needs_a_gated_distillation_method(default_config_file, method, message):
+    config = copy.deepcopy(default_config_file)
+    config["premise_probe"]["method"] = method
+    with pytest.raises(ConfigError, match=r"premise_probe\.method: .*" + message):
+        validate_config(config)
+    config["premise_probe"]["method"] = "fixed_lambda_0p5"
+    validate_config(config)

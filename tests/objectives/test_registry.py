@@ -86,6 +86,18 @@ def test_each_entry_says_whether_its_function_reads_the_teacher_entropy():
     assert set(OBJECTIVES) == {"distill", "eopd", "avsd"}
 
 
+def test_each_entry_says_whether_its_function_returns_gates():
+    """The premise probe measures the gates of a method whose entry is `gated`."""
+    required = {"fixed_lambda": {"lam": 0.5}}
+    for name, declared in AGGREGATION_SPECS.items():
+        entropy = torch.rand(2, 4) if declared.needs_teacher_entropy else None
+        result = objectives.aggregate(
+            name, torch.rand(2, 4), torch.ones(2, 4), teacher_entropy=entropy,
+            **required.get(name, {}),
+        )  # fmt: skip
+        assert (result.gates is not None) == declared.gated, name
+
+
 def test_the_declarations_load_without_torch():
     """Config validation reads them at Snakemake's parse, which must not import torch."""
     code = (

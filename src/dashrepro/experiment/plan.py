@@ -33,7 +33,12 @@ from dashrepro.settings import TrainSettings
 EVALUATED = {"selections", "summaries", "samples"}
 TRAINED = {"traces", "metrics"}
 #: Rules that hold GPUs, and the ``costs`` key of their GPU-hours per job.
-GPU_COSTS = {"train": "train", "generate": "generation", "evaluate_base_model": "base_evaluation"}
+GPU_COSTS = {
+    "train": "train",
+    "generate": "generation",
+    "evaluate_base_model": "base_evaluation",
+    "premise_probe": "premise_probe",
+}
 
 
 def target_jobs(config: Mapping, groups: tuple[str, ...]) -> Counter:
@@ -74,6 +79,11 @@ def target_jobs(config: Mapping, groups: tuple[str, ...]) -> Counter:
         jobs[("evaluate_base_model", scale)] += 1
     for group in groups:
         jobs[(group[:-1], "-")] += len(config[group])
+    if groups == GROUPS and config.get("premise_probe") is not None:
+        # Target `all` probes every base model the tables and figures train from.
+        for scale in {base_scale(config, s) for g in GROUPS for spec in config[g].values()
+                      for s in spec_scales(spec)}:  # fmt: skip
+            jobs[("premise_probe", scale)] += 1
     return jobs
 
 

@@ -26,6 +26,7 @@ from dashrepro.objectives.registry import AGGREGATION_SPECS, DIVERGENCES, OBJECT
 from dashrepro.settings import (
     GenerationSettings,
     GradingSettings,
+    PremiseProbeSettings,
     TrackingSettings,
     TrainSettings,
 )
@@ -211,6 +212,7 @@ def check_semantics(config: Mapping) -> list[str]:
     for name, method in config["methods"].items():
         problems += _method_problems(name, method, config, trains)
     problems += _data_problems(config)
+    problems += _premise_probe_problems(config)
     for group in GROUPS:
         for name, spec in config[group].items():
             problems += _output_problems(group, name, spec, config)
@@ -315,6 +317,29 @@ def _data_problems(config: Mapping) -> list[str]:
         problems.append(
             f"data.training_set.layout: {training_set['layout']!r} is a benchmark layout; "
             "the training set needs problems with reference solutions ('opsd_train')"
+        )
+    return problems
+
+
+def _premise_probe_problems(config: Mapping) -> list[str]:
+    """A probed method that has no gates to measure, or that the probe cannot score."""
+    if config.get("premise_probe") is None:
+        return []
+    name = PremiseProbeSettings.from_config(config["premise_probe"]).method
+    method = config["methods"].get(name)
+    if method is None:
+        return [f"premise_probe.method: unknown method {name!r}"]
+    problems = []
+    if method.get("objective", "distill") != "distill" or method.get("grpo"):
+        problems.append(
+            f"premise_probe.method: {name!r} is not a distillation method without a grpo term"
+        )
+    aggregation = AGGREGATION_SPECS.get(method["aggregation"])  # an unknown one is named elsewhere
+    if aggregation is not None and not aggregation.gated:
+        gated = sorted(a for a, spec in AGGREGATION_SPECS.items() if spec.gated)
+        problems.append(
+            f"premise_probe.method: {name!r} aggregates by {method['aggregation']!r}, which has "
+            f"no gates to measure (gated: {', '.join(gated)})"
         )
     return problems
 

@@ -31,6 +31,11 @@ from dashrepro.layout import (
     AUDIT_REPORT,
     BASE_ACCURACY,
     MODEL_WEIGHTS,
+    PREMISE_BRANCHES,
+    PREMISE_FIGURE,
+    PREMISE_ROLLOUTS,
+    PREMISE_STATISTICS,
+    PREMISE_TOKENS,
     PUBLISHED,
     REPRODUCTION_GAP,
     RESPONSES,
@@ -46,7 +51,13 @@ from dashrepro.layout import (
     resolve_repo_path,
 )
 from dashrepro.objectives.registry import teacher_views_of
-from dashrepro.settings import GenerationSettings, GradingSettings, TrainSettings
+from dashrepro.settings import (
+    GenerationSettings,
+    GradingSettings,
+    PremiseProbeSettings,
+    TrainSettings,
+)
+from dashrepro.training.methods import training_entry
 
 CPU_ENV = "../envs/cpu.yaml"
 GPU_ENV = "../envs/gpu.yaml"
@@ -116,6 +127,13 @@ class Experiment:
         )
         self.score_base_scales = {scale: base_scale(config, scale) for _, scale in self.score_pairs}
         self.score_bases = sorted(set(self.score_base_scales.values()))
+        # The premise probe's settings as its job's params (None: no probe), and the base
+        # models it probes: every base model the tables and figures train from.
+        probe = config.get("premise_probe")
+        self.premise_probe = (
+            None if probe is None else PremiseProbeSettings.from_config(probe).to_dict()
+        )
+        self.premise_scales = self.base_scales if probe is not None else []
 
     # settings -----------------------------------------------------------------------------
     def generation_of(self, scale: str) -> dict:
@@ -148,6 +166,22 @@ class Experiment:
         if self.training_env(scale) != GPU_ENV:
             return 0
         return self.train_settings(scale).num_processes
+
+    def premise_gpus(self, scale: str) -> int:
+        """GPUs of a scale's premise probe: one where its training runs on GPUs."""
+        return 1 if self.training_env(scale) == GPU_ENV else 0
+
+    def premise_method(self) -> dict:
+        """The probed method's name and its training entry (the probe job's ``method`` param)."""
+        name = self.premise_probe["method"]
+        return {"name": name, "entry": training_entry(self.config["methods"][name])}
+
+    def premise_files(self) -> list[str]:
+        """The statistics and figure of every premise probe (target ``all``, ``premise``)."""
+        names = [f"{PREMISE_STATISTICS}.{ext}" for ext in ("csv", "md", "json")]
+        names += [PREMISE_TOKENS, PREMISE_ROLLOUTS, PREMISE_BRANCHES]
+        names += [f"{PREMISE_FIGURE}.{ext}" for ext in ("png", "pdf")]
+        return [self.layout.premise_file(n, s) for s in self.premise_scales for n in names]
 
     def batch_layout(self, scale: str) -> dict:
         """A scale's batch decomposition (what the batch_runtime table shows)."""

@@ -84,20 +84,26 @@ class AggregationSpec:
 
     params: dict[str, Param]
     needs_teacher_entropy: bool = False
+    # Whether it weighs tokens through propagation gates lambda_t (the premise probe measures
+    # their spread; a test holds this to what ``objectives.aggregate`` returns).
+    gated: bool = False
 
 
 #: Every aggregation (``methods.<m>.aggregation``); its function is ``objectives.AGGREGATIONS``'s.
 AGGREGATION_SPECS: dict[str, AggregationSpec] = {
     "opsd": AggregationSpec(params={}),
-    "dash": AggregationSpec(params={"kappa": _KAPPA}),
+    "dash": AggregationSpec(params={"kappa": _KAPPA}, gated=True),
     "fixed_lambda": AggregationSpec(
-        params={"lam": Param(minimum=0.0, maximum=1.0, required=True, meaning="the constant gate")}
+        params={"lam": Param(minimum=0.0, maximum=1.0, required=True, meaning="the constant gate")},
+        gated=True,
     ),
-    "inverse_gap": AggregationSpec(params={"kappa": _KAPPA}),
-    "normalized_dash": AggregationSpec(params={"kappa": _KAPPA}),
+    "inverse_gap": AggregationSpec(params={"kappa": _KAPPA}, gated=True),
+    "normalized_dash": AggregationSpec(params={"kappa": _KAPPA}, gated=True),
     "scale_matched_opsd": AggregationSpec(params={"kappa": _KAPPA}),
-    "entropy_gate": AggregationSpec(params={"kappa": _KAPPA}, needs_teacher_entropy=True),
-    "soft_or": AggregationSpec(params={"kappa": _KAPPA}, needs_teacher_entropy=True),
+    "entropy_gate": AggregationSpec(
+        params={"kappa": _KAPPA}, needs_teacher_entropy=True, gated=True
+    ),
+    "soft_or": AggregationSpec(params={"kappa": _KAPPA}, needs_teacher_entropy=True, gated=True),
     "pw_opsd": AggregationSpec(
         params={
             # SaFo-Lab/PW-OPSD's defaults.

@@ -14,7 +14,6 @@ checkpointer when one is due.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from collections.abc import Callable
@@ -26,11 +25,10 @@ import torch
 from dashrepro.hub import source_fingerprint
 from dashrepro.io import load_tokenizer, read_parquet, write_parquet
 from dashrepro.layout import TEACHER_CONTEXTS, TOKEN_TRACES, TRAIN_METRICS
-from dashrepro.sampling import Sample, derive_seed
+from dashrepro.sampling import derive_seed
 from dashrepro.training.batching import (
     BatchLayout,
     check_training_data,
-    encode,
     response_batch,
     response_logits,
     right_pad_concat,
@@ -59,8 +57,6 @@ from dashrepro.training.run_spec import RunSpec, run_fingerprint_config
 from dashrepro.training.run_state import TrainingState
 from dashrepro.training.step_tracking import StepTracking
 from dashrepro.training.teacher import (
-    analysis_budget,
-    analysis_request_ids,
     generates_analysis,
     view_prompt_ids,
 )
@@ -226,34 +222,12 @@ class DistillationRecipe:
             share = self.rollouts.share(self.policy, self.data, rows, seed, tally.timings)
             if self.analyses and share.samples:
                 seed = derive_seed(self.seed, step, global_micro, "analysis")
-                share.analyses = self._teacher_analyses(share, seed, tally.timings)
+                share.analyses = self.rollouts.analyses(
+                    self.policy, share, self.spec.protocol, self.max_positions, seed,
+                    tally.timings,
+                )  # fmt: skip
             shares.append(share)
         return shares
-
-    def _teacher_analyses(self, share: Share, seed: int, timings: dict) -> list[Sample]:
-        """``reason_first``: the teacher's analysis of each rollout's reference, one per rollout
-        and step (as siyan-zhao/OPSD ``opsd_trainer.py`` lines 1303-1321 generate them), sampled
-        adapter off with the rollout settings; the time goes to ``timings["teacher"]``."""
-        protocol, max_total = self.spec.protocol, self.rollouts.max_total
-        requests = [
-            analysis_request_ids(self.tokenizer, protocol, teacher_input, max_total)
-            for teacher_input in share.teacher_inputs
-        ]
-        budget = analysis_budget(
-            protocol.analysis_max_tokens,
-            requests,
-            encode(self.tokenizer, protocol.transition_text()),
-            [s.token_ids for s in share.samples],
-            self.max_positions,
-        )
-        if budget < 1:
-            return [Sample(i, [], "", "length") for i in range(len(requests))]
-        settings = dataclasses.replace(self.rollouts.settings, max_new_tokens=budget)
-        prompts = [self.tokenizer.decode(q, skip_special_tokens=False) for q in requests]
-        t0 = time.perf_counter()
-        analyses = self.rollouts.teacher_samples(self.policy, prompts, settings, seed)
-        timings["teacher"] += time.perf_counter() - t0
-        return analyses
 
     def _learn_phase(self, step: int, shares: list[Share], tally: StepTally) -> None:
         """Teacher scoring, loss and backward, one micro-batch at a time."""

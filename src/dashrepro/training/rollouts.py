@@ -22,10 +22,11 @@ from pathlib import Path
 from dashrepro.adapters import save_adapter
 from dashrepro.data.prompts import render_student_prompt
 from dashrepro.grading import reward_exact_match
-from dashrepro.sampling import SamplingSettings
+from dashrepro.sampling import Sample, SamplingSettings
 from dashrepro.sampling.hf import sample_responses
 from dashrepro.settings import LoraSettings, TrainSettings
 from dashrepro.training.batching import encode
+from dashrepro.training.teacher import analysis_budget, analysis_request_ids
 
 
 def cuda_available() -> bool:
@@ -128,6 +129,32 @@ class RolloutSampler:
         samples = self.sampler.sample(prompts, settings, seed, adapter_dir=None)
         self._sleep()
         return samples
+
+    def analyses(
+        self, policy, share: Share, protocol, max_positions: int | None, seed: int, timings: dict
+    ) -> list:
+        """``reason_first``: the teacher's analysis of each rollout's reference, one per rollout
+        and step (as siyan-zhao/OPSD ``opsd_trainer.py`` lines 1303-1321 generate them), sampled
+        adapter off with the rollout settings; the time goes to ``timings["teacher"]``."""
+        requests = [
+            analysis_request_ids(self.tokenizer, protocol, teacher_input, self.max_total)
+            for teacher_input in share.teacher_inputs
+        ]
+        budget = analysis_budget(
+            protocol.analysis_max_tokens,
+            requests,
+            encode(self.tokenizer, protocol.transition_text()),
+            [s.token_ids for s in share.samples],
+            max_positions,
+        )
+        if budget < 1:
+            return [Sample(i, [], "", "length") for i in range(len(requests))]
+        settings = dataclasses.replace(self.settings, max_new_tokens=budget)
+        prompts = [self.tokenizer.decode(q, skip_special_tokens=False) for q in requests]
+        t0 = time.perf_counter()
+        analyses = self.teacher_samples(policy, prompts, settings, seed)
+        timings["teacher"] += time.perf_counter() - t0
+        return analyses
 
     def share(self, policy, data, rows: list[int], seed: int, timings: dict) -> Share:
         """The rollouts of data ``rows`` (one each), graded; sampling time goes to
