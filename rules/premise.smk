@@ -36,7 +36,7 @@ for _scale in EXPERIMENT.premise_scales:
             **gpu_resources(EXPERIMENT.premise_gpus(_scale)),
         params:
             scale=_scale,
-            base_model=EXPERIMENT.base_model_ref(_scale),
+            base_model=lambda wc, scale=_scale: EXPERIMENT.base_model_ref(scale),
             probe=EXPERIMENT.premise_probe,
             method=EXPERIMENT.premise_method(),
             train=config["scales"][_scale]["train"],

@@ -11,12 +11,14 @@ from _bootstrap import run, setup
 
 def main(snakemake) -> None:
     log = setup(snakemake)
-    from dashrepro.embedded.synthetic_data import make_dataset, make_validation_split
+    from dashrepro.embedded.synthetic_data import TASKS, make_dataset, make_validation_split
     from dashrepro.io import write_parquet
 
     data, benchmarks = snakemake.params.data, snakemake.params.benchmarks
     specs = {name: {"task": b["task"], "n": b["n_problems"]} for name, b in benchmarks.items()}
-    train, bench_frames = make_dataset(data["n_train"], specs, data["seed"])
+    # `tasks` is a param only where the config sets it, so the default's job stays as it was.
+    tasks = tuple(data.get("tasks", TASKS))
+    train, bench_frames = make_dataset(data["n_train"], specs, data["seed"], tasks)
     write_parquet(snakemake.output.train, train)
     for name, path in zip(benchmarks, snakemake.output.benchmarks, strict=True):
         assert Path(path).stem == name
@@ -24,7 +26,7 @@ def main(snakemake) -> None:
     validation = data.get("validation")
     if validation:
         split = make_validation_split(
-            train, bench_frames, validation["n_problems"], validation["seed"]
+            train, bench_frames, validation["n_problems"], validation["seed"], tasks
         )
         write_parquet(snakemake.output.validation, split)
     log.info(

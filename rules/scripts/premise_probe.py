@@ -10,7 +10,7 @@ def main(snakemake) -> None:
     from dashrepro.io import save_figure, write_json, write_parquet, write_text
     from dashrepro.premise.probe import run_probe
     from dashrepro.premise.report import premise_figure, statistics_frame, statistics_markdown
-    from dashrepro.premise.statistics import branch_points, premise_statistics
+    from dashrepro.premise.statistics import statistics_by_task
     from dashrepro.training.methods import MethodSpec
 
     params, out = snakemake.params, snakemake.output
@@ -19,19 +19,18 @@ def main(snakemake) -> None:
         params.base_model, snakemake.input.train, params.probe, params.train, params.lora,
         method, TeacherProtocol.from_config(params.protocol), log.info,
     )  # fmt: skip
-    branches = branch_points(tokens)
-    values, within = premise_statistics(tokens, branches)
-    frame = statistics_frame({params.scale: values})
+    rows, branches, within = statistics_by_task(tokens)
+    frame = statistics_frame(rows)
     title = f"Premise probe of {method.name} at {params.scale}, before training"
     write_parquet(out.tokens, tokens)
     write_parquet(out.rollouts, rollouts)
     write_parquet(out.branches, branches)
     write_text(out.csv, frame.to_csv(index=False))
     write_text(out.md, statistics_markdown(frame, title))
-    write_json(out.json, {"scale": params.scale, "method": method.name, "statistics": values})
-    figure = premise_figure(tokens, within, branches, values, title)
+    write_json(out.json, {"scale": params.scale, "method": method.name, "statistics": rows})
+    figure = premise_figure(tokens, within, branches, rows["all"], title)
     save_figure(figure, {"png": out.png, "pdf": out.pdf})
-    log.info("premise probe: %s", values)
+    log.info("premise probe: %s", rows["all"])
 
 
 if __name__ == "__main__":

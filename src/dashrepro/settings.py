@@ -429,8 +429,9 @@ class PremiseProbeSettings:
         default="dash",
     )
     problems: int = help_field(
-        "Training problems probed: the first of a seeded shuffle of the training set.",
-        default=48,
+        "Training problems probed per task: the first of each task's rows in a seeded shuffle "
+        "of the training set (a training set without tasks is one task).",
+        default=16,
     )
     rollouts_per_problem: int = help_field(
         "Rollouts sampled per problem (K), with the scale's rollout settings; their prefix "

@@ -268,3 +268,19 @@ def test_an_experiment_name_outside_results_or_on_a_folder_it_owns_is_refused(
     config = load_config(repo_root / "workflow_config.yaml")
     config["experiment"] = "my.run-2"  # dots inside a name stay allowed
     validate_config(config)
+
+
+def test_an_overlay_removes_an_entry_by_setting_it_to_null(repo_root, tmp_path):
+    """A merge adds and changes entries; null takes a benchmark, table or figure away."""
+    from dashrepro.experiment.config import REMOVABLE, drop_removed_entries, load_config
+
+    overlay = tmp_path / "exp.yaml"
+    overlay.write_text(
+        "benchmarks:\n  hmmt_feb2025: null\ntables:\n  grpo_hybrid: null\n"
+        "figures:\n  prop_kappa: null\n"
+    )
+    config = load_config(repo_root / "workflow_config.yaml", overlay)
+    assert list(config["benchmarks"]) == ["aime2024", "aime2025"]
+    assert "grpo_hybrid" not in config["tables"] and "prop_kappa" not in config["figures"]
+    assert drop_removed_entries({"data": {"validation": None}}) == {"data": {"validation": None}}
+    assert set(REMOVABLE) <= set(config)

@@ -17,13 +17,15 @@ from dashrepro.settings import PremiseProbeSettings
 from dashrepro.training.methods import MethodSpec
 
 
-def test_the_problems_are_a_seeded_shuffles_first_and_too_many_are_named():
+def test_the_problems_are_each_tasks_first_in_a_seeded_shuffle_and_too_many_are_named():
+    tasks = ["a", "b"] * 20
     probe = PremiseProbeSettings(problems=5, seed=3)
-    rows = probe_rows(40, probe)
-    assert rows == probe_rows(40, probe) and len(set(rows)) == 5
-    assert rows != probe_rows(40, PremiseProbeSettings(problems=5, seed=4))
-    with pytest.raises(ValueError, match=r"premise_probe\.problems: 41 .* 40 problems"):
-        probe_rows(40, PremiseProbeSettings(problems=41))
+    rows = probe_rows(tasks, probe)
+    assert rows == probe_rows(tasks, probe) and len(set(rows)) == 10
+    assert [tasks[row] for row in rows] == ["a"] * 5 + ["b"] * 5
+    assert rows != probe_rows(tasks, PremiseProbeSettings(problems=5, seed=4))
+    with pytest.raises(ValueError, match=r"premise_probe\.problems: 21 .* 20 problems of task 'a'"):
+        probe_rows(tasks, PremiseProbeSettings(problems=21))
 
 
 @pytest.fixture(scope="module")
@@ -41,6 +43,7 @@ def probe_inputs(tiny_setup, default_config):
 
 def probe(inputs, **settings):
     settings = {"problems": 3, "rollouts_per_problem": 3, "micro_batch_size": 4, **settings}
+    # tiny_setup's training set has the three column-addition tasks: 9 problems, 27 rollouts.
     return run_probe(probe=settings, log=lambda _: None, **inputs)
 
 
@@ -53,7 +56,9 @@ def test_each_rollouts_tokens_carry_dash_on_its_own_signal(probed, probe_inputs)
     tokens, rollouts = probed
     assert list(tokens.columns) == list(TOKEN_COLUMNS)
     assert list(rollouts.columns) == list(ROLLOUT_COLUMNS)
-    assert len(rollouts) == 9 and rollouts["sample"].tolist() == [0, 1, 2] * 3
+    assert len(rollouts) == 27 and rollouts["sample"].tolist() == [0, 1, 2] * 9
+    assert rollouts["task"].tolist() == [t for t in ("add2", "add3", "sum3") for _ in range(9)]
+    assert (tokens["task"] == tokens["rollout"].map(rollouts["task"])).all()
     assert (
         tokens.groupby("rollout").size().tolist()
         == rollouts.loc[rollouts["n_tokens"] > 0, "n_tokens"].tolist()

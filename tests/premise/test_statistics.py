@@ -20,6 +20,7 @@ from dashrepro.premise.statistics import (
     branch_statistics,
     gate_statistics,
     premise_statistics,
+    statistics_by_task,
 )
 
 
@@ -140,3 +141,21 @@ def test_premise_statistics_gives_every_statistic_in_order():
     assert list(values) == list(STATISTICS)
     assert values["n_problems"] == 2 and values["n_rollouts"] == 6 and values["n_tokens"] == 48
     assert values["mean_reward"] == 0.5
+
+
+def test_by_task_gives_all_then_each_task_and_their_branches():
+    rng = np.random.default_rng(4)
+    frames = [
+        rollout(
+            f"p{i % 4}", i, [int(t) for t in rng.integers(0, 3, 8)], list(rng.random(8)), 1
+        ).assign(task="a" if i % 4 < 2 else "b")
+        for i in range(12)
+    ]
+    tokens = pd.concat(frames, ignore_index=True)
+    rows, branches, within = statistics_by_task(tokens)
+    assert list(rows) == ["all", "a", "b"]
+    assert rows["all"]["n_rollouts"] == 12 and rows["a"]["n_rollouts"] == 6
+    assert rows["a"]["n_branch_points"] + rows["b"]["n_branch_points"] == len(branches)
+    assert set(branches["task"]) == {"a", "b"}
+    one, _, _ = statistics_by_task(tokens.assign(task="all"))
+    assert list(one) == ["all"] and one["all"] == rows["all"]

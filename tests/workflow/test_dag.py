@@ -255,3 +255,17 @@ def test_the_paper_stops_before_any_job_naming_every_unpinned_revision(repo_root
     assert pinned.returncode != 0 and "cannot import vllm" in out, out[-3000:]
     assert not any(key in out for key in keys), out[-3000:]
     assert not (workdir / "resources").exists()
+
+
+def test_the_task_families_overlay_plans_its_probe_and_base_evaluation(repo_root, tmp_path):
+    """The command docs/premise.md and the overlay give, dry: the families' data, a benchmark
+    each, their own warm start, its evaluation and its probe."""
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"),
+           "--directory", str(tmp_path), "-n",
+           f"--configfile={repo_root / 'config/experiments/task_families.yaml'}",
+           "premise", "results/task_families/eval/base/tiny/accuracy.json"]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = job_counts(done.stdout)
+    assert counts["prepare_benchmark"] == 5 and counts["premise_probe_tiny"] == 1
+    assert counts["sft_base_model"] == 1 and counts["evaluate_base_model"] == 1

@@ -80,6 +80,29 @@ def test_dry_run_lists_every_stage(finished_run):
         assert f"rule {rule}:" in dry_output
 
 
+def test_the_premise_target_is_part_of_all_and_its_page_is_written_from_it(
+    finished_run, repo_root, tmp_path
+):
+    """`snakemake premise` has nothing left to do after `all`; `python -m dashrepro.premise.page`
+    writes the page's block from that run (into a copy of the page)."""
+    workdir, _ = finished_run
+    dry = snakemake(workdir, repo_root, "-n", "premise")
+    assert dry.returncode == 0 and "Nothing to be done" in dry.stdout + dry.stderr
+    page = tmp_path / "premise.md"
+    page.write_text((repo_root / "docs" / "premise.md").read_text())
+    done = subprocess.run(
+        [sys.executable, "-m", "dashrepro.premise.page", "e2e", "--directory", str(workdir),
+         "--page", str(page)],
+        capture_output=True, text=True, cwd=repo_root,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    text = page.read_text()
+    assert "### e2e, scale tiny" in text and "rule `premise_probe_tiny`" in text
+    assert "| `n_problems` | 6 |" in text
+    rollouts = pd.read_parquet(workdir / "results/e2e/premise/tiny/rollouts.parquet")
+    assert len(rollouts) == 6 * 4
+
+
 def test_the_local_runs_jobs_ran_in_the_job_server(finished_run):
     """Once the base model exists the server has its libraries loaded, and every training,
     generation, grading and selection job after it was a fork of the server, one line each in

@@ -14,8 +14,8 @@ from dashrepro.experiment.run_matrix import BASE_MODEL_KEYS
 def smoke_config(default: dict, experiment: str = "e2e") -> dict:
     """A copy of ``default`` (the embedded default config) with 200 training rows, 6 problems
     per stand-in, a 10-step SFT, 4 training steps (checkpoints at 2 and 4), 2 samples per
-    problem of at most 40 tokens, 200 bootstrap resamples, and a premise probe of 6 problems x 4
-    rollouts."""
+    problem of at most 40 tokens, 200 bootstrap resamples, and a premise probe of 2 problems per
+    task x 4 rollouts."""
     config = json.loads(json.dumps(default))
     config["experiment"] = experiment
     config["data"]["n_train"] = 200
@@ -36,5 +36,5 @@ def smoke_config(default: dict, experiment: str = "e2e") -> dict:
     ablation["evaluation"] = {"samples_per_problem": 1}
     config["statistics"]["n_resamples"] = 200
     if config.get("premise_probe") is not None:
-        config["premise_probe"].update(problems=6, rollouts_per_problem=4)
+        config["premise_probe"].update(problems=2, rollouts_per_problem=4)
     return config

@@ -5,7 +5,8 @@ Made offline and deterministically from a seed, with the real training set's fie
 benchmarks of 30 problems stand in for AIME 2024 / AIME 2025 / HMMT Feb 2025, in rising
 difficulty (``add2``, ``add3``, ``sum3``); each reference solution spells out column addition
 and ends in ``\boxed{...}``; a validation split (``make_validation_split``) lets a checkpoint be
-selected on problems never trained on. The tasks: docs/datasets.md.
+selected on problems never trained on. Besides these ``TASKS``, the task families of
+``task_families`` (``data.tasks``). The tasks: docs/datasets.md.
 
     python -m dashrepro.embedded.synthetic_data --out synthetic_out   # writes train/benchmark parquet files
 """
@@ -19,10 +20,13 @@ from pathlib import Path
 
 import pandas as pd
 
+from dashrepro.embedded.task_families import FAMILIES, make_family_problem
 from dashrepro.io import write_parquet
 from dashrepro.layout import TRAIN_DATA
 
+#: The column-addition tasks (the default's training set and stand-ins), then every task.
 TASKS = ("add2", "add3", "sum3")
+ALL_TASKS = TASKS + tuple(FAMILIES)
 
 _PHRASINGS = (
     "What is {expr}?",
@@ -66,7 +70,7 @@ def _operands(task: str, rng: random.Random) -> list[int]:
         return [rng.randint(100, 999), rng.randint(100, 999)]
     if task == "sum3":
         return [rng.randint(10, 99) for _ in range(3)]
-    raise ValueError(f"unknown synthetic task {task!r}; expected one of {TASKS}")
+    raise ValueError(f"unknown synthetic task {task!r}; expected one of {ALL_TASKS}")
 
 
 def column_addition_steps(operands: list[int]) -> list[str]:
@@ -83,7 +87,15 @@ def column_addition_steps(operands: list[int]) -> list[str]:
     return lines
 
 
+def problem_key(task: str, problem: str) -> tuple:
+    """What keeps the splits disjoint: a column-addition problem's ``expression_key`` (its
+    terms, whatever the phrasing), a task family's problem text."""
+    return expression_key(problem) if task in TASKS else (task, problem)
+
+
 def make_problem(task: str, rng: random.Random) -> dict:
+    if task in FAMILIES:
+        return make_family_problem(task, rng)
     operands = _operands(task, rng)
     expr = " + ".join(str(x) for x in operands)
     answer = str(sum(operands))
@@ -96,7 +108,7 @@ def make_problem(task: str, rng: random.Random) -> dict:
 def make_split(
     name: str, tasks: list[str], n: int, seed: int, exclude: set[tuple[int, ...]] | None = None
 ) -> pd.DataFrame:
-    """``n`` distinct problems drawn round-robin from ``tasks``, none of whose ``expression_key``
+    """``n`` distinct problems drawn round-robin from ``tasks``, none of whose ``problem_key``
     is in ``exclude``."""
     rng = random.Random(f"{name}:{seed}")
     seen = set(exclude or ())
@@ -107,7 +119,7 @@ def make_split(
         if attempts > 100 * n + 1000:
             raise RuntimeError(f"could not draw {n} distinct problems for split {name!r}")
         row = make_problem(tasks[len(rows) % len(tasks)], rng)
-        key = expression_key(row["problem"])
+        key = problem_key(row["task"], row["problem"])
         if key in seen:
             continue
         seen.add(key)
@@ -115,30 +127,36 @@ def make_split(
     return pd.DataFrame(rows)
 
 
+def _keys(frame: pd.DataFrame) -> set[tuple]:
+    return {problem_key(t, p) for t, p in zip(frame["task"], frame["problem"], strict=True)}
+
+
 def make_dataset(
-    n_train: int, benchmarks: dict[str, dict], seed: int
+    n_train: int, benchmarks: dict[str, dict], seed: int, tasks: tuple[str, ...] = TASKS
 ) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
-    """Benchmarks first, then a training set that shares no problem with them."""
+    """Benchmarks first, then a training set of ``tasks`` that shares no problem with them."""
     bench_frames = {}
-    held_out: set[tuple[int, ...]] = set()
+    held_out: set[tuple] = set()
     for name, spec in benchmarks.items():
         frame = make_split(name, [spec["task"]], spec["n"], seed, exclude=held_out)
-        held_out |= {expression_key(p) for p in frame["problem"]}
+        held_out |= _keys(frame)
         bench_frames[name] = frame
-    train = make_split("train", list(TASKS), n_train, seed, exclude=held_out)
+    train = make_split("train", list(tasks), n_train, seed, exclude=held_out)
     return train, bench_frames
 
 
 def make_validation_split(
-    train: pd.DataFrame, benchmarks: dict[str, pd.DataFrame], n: int, seed: int
-) -> pd.DataFrame:
-    """``n`` problems from the training distribution (every task) that are in neither the
-    training set nor a benchmark: the held-out split a checkpoint can be selected on. Drawn
-    after the others, so the training set and the benchmarks stay as they were without it."""
-    seen = {expression_key(p) for p in train["problem"]}
+    train: pd.DataFrame, benchmarks: dict[str, pd.DataFrame], n: int, seed: int,
+    tasks: tuple[str, ...] = TASKS,
+) -> pd.DataFrame:  # fmt: skip
+    """``n`` problems from the training distribution (every task of ``tasks``) that are in
+    neither the training set nor a benchmark: the held-out split a checkpoint can be selected
+    on. Drawn after the others, so the training set and the benchmarks stay as they were
+    without it."""
+    seen = _keys(train)
     for frame in benchmarks.values():
-        seen |= {expression_key(p) for p in frame["problem"]}
-    return make_split("validation", list(TASKS), n, seed, exclude=seen)
+        seen |= _keys(frame)
+    return make_split("validation", list(tasks), n, seed, exclude=seen)
 
 
 def main() -> None:

@@ -5,7 +5,8 @@ across keys that a schema cannot say come next (``semantics.check_semantics``). 
 the offending key path, the files the configuration was merged from, and the file that set the
 offending value. A file with a key given twice, an empty file and a non-UTF-8 one are errors too
 (``read_config_file``), naming the file. Overlays merge the way Snakemake merges
-``--configfile`` files (nested mappings key by key, anything else replaced).
+``--configfile`` files (nested mappings key by key, anything else replaced); an overlay removes
+an entry of a named group (``REMOVABLE``) by setting it to null.
 
     python -m dashrepro.experiment.config workflow_config.yaml   # "ok" or the errors
     python -m dashrepro.experiment.config workflow_config.yaml config/experiments/paper.yaml
@@ -29,6 +30,19 @@ from dashrepro.schema import schema_errors
 from dashrepro.settings import annotate_schema
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
+#: The groups of named entries an overlay may remove an entry of, by setting it to null (a
+#: merge can add and change entries, never take one away).
+REMOVABLE = ("benchmarks", "scales", "methods", "method_grids", "tables", "figures")
+
+
+def drop_removed_entries(config: dict) -> dict:
+    """``config`` without the entries of ``REMOVABLE`` groups that are null (in place)."""
+    for group in REMOVABLE:
+        entries = config.get(group)
+        if isinstance(entries, dict):
+            for name in [name for name, entry in entries.items() if entry is None]:
+                del entries[name]
+    return config
 
 
 def config_schema() -> dict:
@@ -81,6 +95,7 @@ def validate_config(
     file set the offending value.
     """
     schema = config_schema()
+    drop_removed_entries(config)
     # Before expansion: the key paths are then those of the files, so _origin finds the file.
     non_finite = non_finite_problems(config)
     try:

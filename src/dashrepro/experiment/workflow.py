@@ -196,6 +196,8 @@ class Experiment:
     def synthetic_data_params(self) -> dict:
         """What the synthetic data depends on (not the labels or the real datasets' specs)."""
         params = {key: self.config["data"][key] for key in ("seed", "n_train")}
+        if "tasks" in self.config["data"]:  # absent otherwise, as the validation split
+            params["tasks"] = list(self.config["data"]["tasks"])
         if self.validation:  # absent otherwise: the job and its outputs stay as they were
             params["validation"] = self.validation
         return params

@@ -4,7 +4,7 @@ For each probed scale of the experiment: the statistics table of ``report.statis
 then where it came from (the file and its sha256, the rule, the code's commit, the CPU and the
 kernels, the day and the job's seconds from its provenance record and Snakemake's timing file).
 
-    python -m dashrepro.premise.page tiny          # after `snakemake --cores 2 premise`
+    python -m dashrepro.premise.page tiny task_families   # after each one's `premise` target
 """
 
 from __future__ import annotations
@@ -62,25 +62,27 @@ def probe_block(experiment: str, scale: str, directory: Path) -> str:
     )
 
 
-def page_text(experiment: str, directory: Path, page: str) -> str:
-    """``page`` with its marked block written from the run of ``experiment``."""
-    scales = probed_scales(experiment, directory)
-    if not scales:
-        raise FileNotFoundError(
-            f"no premise probe of experiment {experiment!r} under {directory}: run "
-            "`snakemake --cores 2 premise` first"
-        )
-    block = "\n".join(probe_block(experiment, scale, directory) for scale in scales)
-    return with_marked_block(page, BEGIN, END, block, str(PAGE))
+def page_text(experiments: list[str], directory: Path, page: str) -> str:
+    """``page`` with its marked block written from the runs of ``experiments``, in order."""
+    blocks = []
+    for experiment in experiments:
+        scales = probed_scales(experiment, directory)
+        if not scales:
+            raise FileNotFoundError(
+                f"no premise probe of experiment {experiment!r} under {directory}: run "
+                "`snakemake --cores 2 premise` (with the experiment's overlay) first"
+            )
+        blocks += [probe_block(experiment, scale, directory) for scale in scales]
+    return with_marked_block(page, BEGIN, END, "\n".join(blocks), str(PAGE))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("experiment", nargs="?", default="tiny")
+    parser.add_argument("experiments", nargs="*", default=["tiny"])
     parser.add_argument("--directory", type=Path, default=Path("."))
     parser.add_argument("--page", type=Path, default=PAGE)
     args = parser.parse_args(argv)
-    text = page_text(args.experiment, args.directory, args.page.read_text())
+    text = page_text(args.experiments, args.directory, args.page.read_text())
     write_text(args.page, text)
     print(f"wrote {args.page}")
     return 0

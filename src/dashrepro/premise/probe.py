@@ -17,7 +17,7 @@ from __future__ import annotations
 import dataclasses
 import random
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 
 import pandas as pd
 import torch
@@ -42,23 +42,37 @@ from dashrepro.training.teacher import generates_analysis, view_prompt_ids
 
 #: The columns of ``tokens.parquet``: one row per scored response token.
 TOKEN_COLUMNS = (
-    "problem_id", "sample", "rollout", "position", "token_id", "D", "r", "gate", "coefficient",
+    "problem_id", "task", "sample", "rollout", "position", "token_id", "D", "r", "gate", "coefficient",
     "reward",
 )  # fmt: skip
 #: The columns of ``rollouts.parquet``: one row per sampled rollout, scored or not.
-ROLLOUT_COLUMNS = ("problem_id", "sample", "rollout", "reward", "n_tokens", "finish_reason", "text")
+ROLLOUT_COLUMNS = (
+    "problem_id",
+    "task",
+    "sample",
+    "rollout",
+    "reward",
+    "n_tokens",
+    "finish_reason",
+    "text",
+)
 
 
-def probe_rows(n_rows: int, probe: PremiseProbeSettings) -> list[int]:
-    """The training rows probed: the first ``probe.problems`` of a seeded shuffle."""
-    if probe.problems > n_rows:
-        raise ValueError(
-            f"premise_probe.problems: {probe.problems} is more than the training set's "
-            f"{n_rows} problems"
-        )
-    order = list(range(n_rows))
+def probe_rows(tasks: Sequence[str], probe: PremiseProbeSettings) -> list[int]:
+    """The training rows probed (``tasks``: each row's task): the first ``probe.problems`` rows
+    of each task in a seeded shuffle, the tasks in their order of first appearance."""
+    order = list(range(len(tasks)))
     random.Random(f"premise:{probe.seed}").shuffle(order)
-    return order[: probe.problems]
+    rows = []
+    for task in dict.fromkeys(tasks):
+        of_task = [row for row in order if tasks[row] == task]
+        if probe.problems > len(of_task):
+            raise ValueError(
+                f"premise_probe.problems: {probe.problems} is more than the training set's "
+                f"{len(of_task)} problems of task {task!r}"
+            )
+        rows += of_task[: probe.problems]
+    return rows
 
 
 class PremiseProbe:
@@ -151,7 +165,7 @@ class PremiseProbe:
         )  # fmt: skip
         return {"mask": mask, "tokens": tokens, "D": divergence, **trace}
 
-    def token_frame(self, share: Share) -> pd.DataFrame:
+    def token_frame(self, share: Share, task_of: Mapping[str, str]) -> pd.DataFrame:
         """``tokens.parquet``: every token of every non-empty rollout, scored in micro-batches."""
         k = self.probe.rollouts_per_problem
         kept = [i for i, s in enumerate(share.samples) if s.token_ids]
@@ -166,6 +180,7 @@ class PremiseProbe:
                     pd.DataFrame(
                         {
                             "problem_id": share.ids[i],
+                            "task": task_of[share.ids[i]],
                             "sample": i % k,
                             "rollout": i,
                             "position": range(n),
@@ -176,7 +191,7 @@ class PremiseProbe:
                             "coefficient": scored["coefficient"][b, :n].numpy(),
                             "reward": float(share.rewards[i]),
                         }
-                    )  # fmt: skip
+                    )
                 )
         columns = list(TOKEN_COLUMNS)
         return (
@@ -184,19 +199,20 @@ class PremiseProbe:
         )
 
 
-def rollout_frame(share: Share, k: int) -> pd.DataFrame:
-    """``rollouts.parquet``: each rollout's reward, length, finish and text."""
+def rollout_frame(share: Share, k: int, task_of: Mapping[str, str]) -> pd.DataFrame:
+    """``rollouts.parquet``: each rollout's task, reward, length, finish and text."""
     return pd.DataFrame(
         [
             {
                 "problem_id": share.ids[i],
+                "task": task_of[share.ids[i]],
                 "sample": i % k,
                 "rollout": i,
                 "reward": float(share.rewards[i]),
                 "n_tokens": len(sample.token_ids),
                 "finish_reason": sample.finish_reason,
                 "text": sample.text,
-            }  # fmt: skip
+            }
             for i, sample in enumerate(share.samples)
         ],
         columns=list(ROLLOUT_COLUMNS),
@@ -211,7 +227,9 @@ def run_probe(base_model, train_parquet, probe, train, lora, method: MethodSpec,
     lora = LoraSettings.from_config(lora)
     data = read_parquet(train_parquet)
     check_training_data(data, str(train_parquet))
-    rows = probe_rows(len(data), probe)
+    # A training set without tasks (a real one) is one task.
+    tasks = data["task"].astype(str).tolist() if "task" in data else ["all"] * len(data)
+    rows = probe_rows(tasks, probe)
     probing = PremiseProbe(base_model, train, lora, method, protocol, probe)
     share = probing.sample(data, rows)
     if not share.samples:
@@ -220,6 +238,8 @@ def run_probe(base_model, train_parquet, probe, train, lora, method: MethodSpec,
             f"max_total_length={train.max_total_length}"
         )
     log(f"premise probe: {len(share.samples)} rollouts of {len(rows)} problems sampled")
-    tokens = probing.token_frame(share)
+    task_of = dict(zip(data["id"].astype(str), tasks, strict=True))
+    tokens = probing.token_frame(share, task_of)
+    rollouts = rollout_frame(share, probe.rollouts_per_problem, task_of)
     log(f"premise probe: {len(tokens)} tokens scored")
-    return tokens, rollout_frame(share, probe.rollouts_per_problem)
+    return tokens, rollouts

@@ -297,3 +297,20 @@ def premise_statistics(
         **branch_statistics(branches),
     }
     return {key: values[key] for key in STATISTICS}, within
+
+
+def statistics_by_task(
+    tokens: pd.DataFrame,
+) -> tuple[dict[str, dict[str, float]], pd.DataFrame, pd.DataFrame]:
+    """The statistics of every probed token (``all``) and, where the probe covers several
+    tasks, of each task's tokens; the branch points (with their task) and the within-rollout
+    residuals of ``all``."""
+    tasks = list(dict.fromkeys(tokens["task"]))
+    parts = {task: tokens[tokens["task"] == task] for task in tasks}
+    branches = {task: branch_points(part).assign(task=task) for task, part in parts.items()}
+    every = pd.concat(branches.values(), ignore_index=True)
+    values, within = premise_statistics(tokens, every)
+    rows = {"all": values}
+    if len(tasks) > 1:
+        rows.update({task: premise_statistics(parts[task], branches[task])[0] for task in tasks})
+    return rows, every, within

@@ -144,9 +144,7 @@ def grpo_token_advantages(
     last = torch.zeros(mask.shape, dtype=torch.float32, device=mask.device)
     rows = torch.nonzero(lengths > 0).squeeze(-1)
     last[rows, lengths[rows] - 1] = advantages[rows].float()
-    return objectives.discounted_token_advantages(
-        last, mask, gamma=grpo.gamma, lam=grpo.lam
-    )
+    return objectives.discounted_token_advantages(last, mask, gamma=grpo.gamma, lam=grpo.lam)
 
 
 # ----------------------------------------------------------------------------------------------
