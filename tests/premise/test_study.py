@@ -14,7 +14,9 @@ from dashrepro.premise.study import (
     TEST_COLUMNS,
     cell_tests,
     false_alarms,
+    fixed_lambda_from_probe,
     holm,
+    kappa_for_gate_spread,
     paired_test,
     premise_association,
     seeds_for_power,
@@ -100,3 +102,19 @@ def test_the_secondary_association_is_descriptive_across_cells():
     assert premise_association({"a": 1.0, "b": 2.0}, {"a": 0.1, "b": 0.2})["n_cells"] == 2
     result = premise_association({"a": 1.0, "b": 2.0, "c": 3.0}, {"a": 0.3, "b": 0.2, "c": 0.1})
     assert result == {"n_cells": 3, "spearman": pytest.approx(-1.0)}
+
+
+def probe_tokens(scale: float) -> pd.DataFrame:
+    rng = np.random.default_rng(5)
+    rows = [{"rollout": b, "position": t, "r": scale * rng.exponential()}
+            for b in range(20) for t in range(30)]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_kappa_is_set_from_the_signals_scale_and_the_control_from_the_median_gate():
+    small, large = probe_tokens(0.001), probe_tokens(1.0)
+    assert kappa_for_gate_spread(small) > kappa_for_gate_spread(large)
+    # A signal 1000x smaller needs a kappa about 1000x larger for the same spread.
+    assert kappa_for_gate_spread(small) / kappa_for_gate_spread(large) > 100
+    assert fixed_lambda_from_probe(small, 5.0) == 0.5  # tiny gaps: every gate near 1/2
+    assert 0.5 <= fixed_lambda_from_probe(large, 5.0) <= 1.0  # r below its mean: gates above 1/2

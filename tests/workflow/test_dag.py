@@ -269,3 +269,17 @@ def test_the_task_families_overlay_plans_its_probe_and_base_evaluation(repo_root
     counts = job_counts(done.stdout)
     assert counts["prepare_benchmark"] == 5 and counts["premise_probe_tiny"] == 1
     assert counts["sft_base_model"] == 1 and counts["evaluate_base_model"] == 1
+
+
+def test_the_pilot_overlay_trains_opsd_alone_with_six_seeds(repo_root, tmp_path):
+    """The premise study's pilot (docs/premise-study.md), dry: OPSD's six runs, both checkpoints
+    evaluated, no other method trained."""
+    overlays = [str(repo_root / "config/experiments" / name)
+                for name in ("task_families.yaml", "premise_pilot.yaml")]  # fmt: skip
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"),
+           "--directory", str(tmp_path), "-n", "all_tables", "--configfile", *overlays]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = job_counts(done.stdout)
+    assert counts["train_lora_tiny"] == 6 and counts["generate_checkpoint_responses"] == 12
+    assert "runs/opsd/tiny/seed5" in done.stdout and "runs/dash/" not in done.stdout

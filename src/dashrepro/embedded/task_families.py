@@ -1,7 +1,7 @@
 r"""Synthetic task families whose premise statistics can be dialled at one per-token difficulty.
 
-Every family is a chain of one-digit additions kept to their last digit ("7 + 5 = 2."), one line
-per step (``Step 2: 7 + 5 = 2.``), so each step is as hard as any other. What differs is what an error does next:
+Every family is a chain of four one-digit additions kept to their last digit, one numbered line
+per step (``(2) 7+5=2.``), so each step is as hard as any other. What differs is what an error does next:
 ``chain`` is the probability that a step adds to the previous result (1: an error derails every
 later line and the answer; 0: each step adds two digits the problem gives, so an early error
 stays local and only the last line decides the answer); ``lookup`` opens with the start value
@@ -27,7 +27,7 @@ STYLE_WORDS = ("Then", "Next", "Now", "So", "After that")
 class Family:
     """One family's dials (see the module docstring)."""
 
-    steps: int = 6
+    steps: int = 4
     chain: float = 1.0
     lookup: int = 0
     style: float = 0.0
@@ -56,7 +56,7 @@ def make_family_problem(task: str, rng: random.Random) -> dict:
         start = table[key]
         entries = ", ".join(f"{letter}={value}" for letter, value in table.items())
         opening = f"Table: {entries}. Start at {key}."
-        lines.append(f"{key} = {start}.")
+        lines.append(f"{key}={start}.")
     moves, value = [], start
     for step in range(1, family.steps + 1):
         term = rng.randrange(10)
@@ -67,9 +67,10 @@ def make_family_problem(task: str, rng: random.Random) -> dict:
             move = f"({step}) {left}+{term}"
         value = (left + term) % 10
         # A numbered step is an anchor both the student (reading its operands) and the teacher
-        # (copying its line) can find: with bare lines a 3-layer model learned neither.
-        label = f"{rng.choice(STYLE_WORDS)}, step" if rng.random() < family.style else "Step"
-        lines.append(f"{label} {step}: {left} + {term} = {value}.")
+        # (copying its line) can find: with bare lines a 3-layer model learned neither. Lines
+        # are compact so that a response fits the default's 96 new tokens.
+        word = f"{rng.choice(STYLE_WORDS)} " if rng.random() < family.style else ""
+        lines.append(f"{word}({step}) {left}+{term}={value}.")
         moves.append(move)
     problem = (
         f"{opening} Steps: {', '.join(moves)}. A step +n adds n to the last result, a step m+n "

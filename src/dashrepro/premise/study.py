@@ -139,3 +139,33 @@ def premise_association(differences: Mapping[str, float], statistic: Mapping[str
         return {"n_cells": len(cells), "spearman": float("nan")}
     rho = stats.spearmanr([differences[c] for c in cells], [statistic[c] for c in cells])
     return {"n_cells": len(cells), "spearman": float(rho.statistic)}
+
+
+#: The κ grid ``kappa_for_gate_spread`` searches (log-spaced, the paper's 5 among them).
+KAPPA_GRID = tuple(float(k) for k in np.round(np.geomspace(1.0, 1000.0, 31), 3)) + (5.0,)
+
+
+def _used_gates(tokens: pd.DataFrame, kappa: float) -> np.ndarray:
+    """DASH's gates at ``kappa`` on a probe's tokens (``r`` per rollout), the last one of each
+    rollout left out (never used)."""
+    r = tokens["r"].to_numpy(float)
+    mean = tokens.groupby("rollout")["r"].transform("mean").to_numpy(float)
+    gates = 1.0 / (1.0 + np.exp(np.clip(kappa * (r - mean), -700, 700)))
+    last = tokens.groupby("rollout")["position"].transform("max").to_numpy() == tokens["position"]
+    return gates[~last.to_numpy()]
+
+
+def fixed_lambda_from_probe(tokens: pd.DataFrame, kappa: float) -> float:
+    """The fixed-λ control: the median of DASH's used gates on the probe, to one decimal."""
+    return round(float(np.median(_used_gates(tokens, kappa))), 1)
+
+
+def kappa_for_gate_spread(tokens: pd.DataFrame, target_iqr: float = 0.25) -> float:
+    """The smallest κ of ``KAPPA_GRID`` whose gates on the probe's tokens have an interquartile
+    range of at least ``target_iqr`` (the largest κ if none does): a κ set from the signal's
+    scale alone, never from a method's scores."""
+    for kappa in sorted(set(KAPPA_GRID)):
+        q75, q25 = np.percentile(_used_gates(tokens, kappa), [75, 25])
+        if q75 - q25 >= target_iqr:
+            return kappa
+    return max(KAPPA_GRID)
