@@ -56,9 +56,17 @@ def probe_block(experiment: str, scale: str, directory: Path) -> str:
         f"`{sha256_file(statistics)[:16]}`), made by rule `{record['rule']}` at commit "
         f"`{commit}` on {record['finished_utc'][:10]}, on {numerics.get('cpu', 'an unnamed CPU')} "
         f"with torch's {numerics.get('aten_cpu_capability', 'default')} kernels and "
-        f"{numerics.get('torch_threads', '?')} threads{took}. One probe, one seed: "
+        f"{_threads(numerics.get('torch_threads'))}{took}. One probe, one seed: "
         "the sampling noise of a statistic is not measured here (the within statistic's "
         "permutation p-value is its only test).\n"
+    )
+
+
+def _threads(count) -> str:
+    return (
+        "an unrecorded number of threads"
+        if count is None
+        else (f"{count} thread" + ("" if int(count) == 1 else "s"))
     )
 
 
