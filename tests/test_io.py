@@ -194,3 +194,11 @@ def test_an_emptied_tokenizer_file_is_named_before_transformers_reads_it(tmp_pat
     (folder / "tokenizer.json").write_text("{not json")
     with pytest.raises(UnreadableFileError, match="base: cannot load its tokenizer"):
         load_tokenizer(folder)
+
+
+def test_a_jobs_seconds_come_from_its_benchmark_file(tmp_path):
+    from dashrepro.io import read_job_seconds
+
+    path = tmp_path / "job.tsv"
+    path.write_text("s\th:m:s\tmax_rss\n12.5\t0:00:12\t100.0\n")
+    assert read_job_seconds(path) == 12.5

@@ -15,6 +15,7 @@ file, so a rule's error says which file to look at.
 from __future__ import annotations
 
 import contextlib
+import csv
 import hashlib
 import json
 import os
@@ -246,6 +247,12 @@ def read_csv(path: str | os.PathLike, required: Sequence[str] = ()) -> pd.DataFr
 #: The files a Hugging Face tokenizer folder may hold; an empty one is a damaged folder.
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "vocab.json", "merges.txt", "chat_template.jinja")  # fmt: skip
+
+
+def read_job_seconds(path: str | os.PathLike) -> float:
+    """A job's wall seconds from its Snakemake ``benchmark:`` file (a TSV; column ``s``)."""
+    with Path(path).open(newline="") as handle:
+        return float(next(csv.DictReader(handle, delimiter="\t"))["s"])
 
 
 def load_tokenizer(source: str | os.PathLike):

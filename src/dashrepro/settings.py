@@ -177,6 +177,11 @@ class TrainSettings:
         return list(range(self.checkpoint_every, self.steps + 1, self.checkpoint_every))
 
     @property
+    def total_length_cap(self) -> int:
+        """``max_total_length``, or no cap in practice (10**9) where it is absent."""
+        return self.max_total_length or 10**9
+
+    @property
     def rollouts_per_process(self) -> int:
         """Rollouts one process samples per step (micro_batch_size x grad_accumulation)."""
         return self.micro_batch_size * self.grad_accumulation

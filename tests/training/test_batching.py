@@ -44,3 +44,28 @@ def test_two_processes_read_what_one_process_accumulating_reads():
         rollout_rows(50, 0, 3, BatchLayout(micro=2, accum=1, world=2, rank=r), 0) for r in (0, 1)
     ]
     assert one == two
+
+
+def test_the_teacher_reads_with_the_adapter_off_and_the_student_with_it_on():
+    from training_helpers import make_run
+
+    from dashrepro.training.batching import student_response_logits, teacher_response_logits
+
+    model, _, _ = make_run(lora_seed=1)
+    model.eval()
+    for name, parameter in model.named_parameters():
+        if "lora_B" in name:  # B = 0 at init would hide which weights were read
+            torch.nn.init.normal_(parameter, std=0.5)
+    prompts, responses = [[1, 2, 3], [4]], [[7, 8], [9, 10, 11]]
+    contexts = [[[5, 5, *p], p] for p in prompts]  # two views per rollout
+    teacher = teacher_response_logits(model, contexts, responses, pad_id=0, device="cpu")
+    student = student_response_logits(model, prompts, responses, pad_id=0, device="cpu")
+    with torch.no_grad(), model.disable_adapter():
+        ids, _, lengths = right_pad_concat(prompts, responses, pad_id=0)
+        base = response_logits(model(input_ids=ids).logits, lengths, 3)
+    assert len(teacher) == 2 and teacher[0].dtype == torch.float32
+    assert not teacher[1].requires_grad and student.requires_grad
+    # The second view is the student's own prompt: the adapter alone tells the logits apart.
+    assert torch.allclose(teacher[1][0], base[0]) and torch.allclose(teacher[1][1, :3], base[1])
+    assert not torch.allclose(student, teacher[1], atol=1e-3)
+    assert not torch.allclose(teacher[0][0], teacher[1][0], atol=1e-4)

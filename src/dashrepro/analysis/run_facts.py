@@ -17,7 +17,7 @@ from datetime import datetime
 from pathlib import Path
 
 from dashrepro import layout
-from dashrepro.io import read_json, sha256_file
+from dashrepro.io import read_job_seconds, read_json, sha256_file
 
 #: Where the expected results' record lives in the repository.
 RECORD = Path("docs") / "expected-results.json"
@@ -104,9 +104,7 @@ def _timings(run: Path) -> dict[str, tuple[int, float]]:
     totals: dict[str, list[float]] = defaultdict(list)
     for path in sorted((run / "job_timings").rglob("*.tsv")):
         rule = path.relative_to(run / "job_timings").parts[0].removesuffix(".tsv")
-        with path.open() as handle:
-            row = next(csv.DictReader(handle, delimiter="\t"))
-        totals[rule].append(float(row["s"]))
+        totals[rule].append(read_job_seconds(path))
     return {rule: (len(s), sum(s)) for rule, s in totals.items()}
 
 

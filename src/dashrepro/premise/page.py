@@ -10,12 +10,11 @@ kernels, the day and the job's seconds from its provenance record and Snakemake'
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 from pathlib import Path
 
 from dashrepro import layout
-from dashrepro.io import read_csv, sha256_file, with_marked_block, write_text
+from dashrepro.io import read_csv, read_job_seconds, sha256_file, with_marked_block, write_text
 from dashrepro.premise.report import statistics_markdown
 from dashrepro.premise.statistics import STATISTICS
 
@@ -42,10 +41,7 @@ def probe_block(experiment: str, scale: str, directory: Path) -> str:
         [k for k in STATISTICS if k not in counts]
     ].astype(float)
     timing = directory / results.job_timing("premise_probe", scale)
-    seconds = None
-    if timing.is_file():
-        with timing.open() as handle:
-            seconds = float(next(csv.DictReader(handle, delimiter="\t"))["s"])
+    seconds = read_job_seconds(timing) if timing.is_file() else None
     code, numerics = record["code"], record["numerics"]
     table = statistics_markdown(frame, f"{experiment}, scale {scale}").replace("# ", "### ", 1)
     commit = code["git_commit"][:10] + (" (uncommitted changes)" if code.get("git_dirty") else "")

@@ -30,8 +30,8 @@ from dashrepro.settings import LoraSettings, PremiseProbeSettings, TrainSettings
 from dashrepro.training.batching import (
     check_training_data,
     response_batch,
-    response_logits,
-    right_pad_concat,
+    student_response_logits,
+    teacher_response_logits,
 )
 from dashrepro.training.distributed import make_accelerator
 from dashrepro.training.losses import method_loss
@@ -134,26 +134,17 @@ class PremiseProbe:
             view_prompt_ids(
                 self.tokenizer, self.method, self.protocol, share.teacher_inputs[i],
                 None if share.analyses is None else share.analyses[i].token_ids,
-                self.train.max_total_length or 10**9,
+                self.train.total_length_cap,
             )
             for i in indices
         ]  # fmt: skip
-        width = tokens.shape[1]
-        view_logits = []
-        for prompts in zip(*contexts, strict=True):
-            ids, attention, lengths = right_pad_concat(list(prompts), responses, self.pad_id)
-            with self.policy.disable_adapter():
-                logits = self.policy(
-                    input_ids=ids.to(self.device), attention_mask=attention.to(self.device)
-                ).logits
-            view_logits.append(response_logits(logits, lengths, width).float())
-        ids, attention, lengths = right_pad_concat(
-            [share.prompt_ids[i] for i in indices], responses, self.pad_id
+        view_logits = teacher_response_logits(
+            self.policy, contexts, responses, self.pad_id, self.device
         )
-        logits = self.policy(
-            input_ids=ids.to(self.device), attention_mask=attention.to(self.device)
-        ).logits
-        student = response_logits(logits, lengths, width).float()
+        prompts = [share.prompt_ids[i] for i in indices]
+        student = student_response_logits(
+            self.policy, prompts, responses, self.pad_id, self.device
+        ).float()
         temperature = self.train.loss_temperature
         trace = method_loss(
             self.method, student, view_logits, tokens, mask, temperature=temperature

@@ -146,13 +146,22 @@ KAPPA_GRID = tuple(float(k) for k in np.round(np.geomspace(1.0, 1000.0, 31), 3))
 
 
 def _used_gates(tokens: pd.DataFrame, kappa: float) -> np.ndarray:
-    """DASH's gates at ``kappa`` on a probe's tokens (``r`` per rollout), the last one of each
-    rollout left out (never used)."""
-    r = tokens["r"].to_numpy(float)
-    mean = tokens.groupby("rollout")["r"].transform("mean").to_numpy(float)
-    gates = 1.0 / (1.0 + np.exp(np.clip(kappa * (r - mean), -700, 700)))
-    last = tokens.groupby("rollout")["position"].transform("max").to_numpy() == tokens["position"]
-    return gates[~last.to_numpy()]
+    """DASH's gates at ``kappa`` on a probe's tokens (``r`` per rollout, as the objective
+    computes them: ``objectives.gates_from_gap``), the last one of each rollout left out (never
+    used)."""
+    import torch  # the objective's own gates; only the study's rules ask for them
+
+    from dashrepro.objectives import gates_from_gap
+
+    rollout, _ = pd.factorize(tokens["rollout"])
+    position = tokens["position"].to_numpy()
+    r = torch.zeros(rollout.max() + 1, position.max() + 1, dtype=torch.float64)
+    r[rollout, position] = torch.tensor(tokens["r"].to_numpy(float))
+    mask = torch.zeros_like(r, dtype=torch.bool)
+    mask[rollout, position] = True
+    gates = gates_from_gap(r, mask, kappa)[rollout, position].numpy()
+    last = tokens.groupby("rollout")["position"].transform("max").to_numpy() == position
+    return gates[~last]
 
 
 def fixed_lambda_from_probe(tokens: pd.DataFrame, kappa: float) -> float:

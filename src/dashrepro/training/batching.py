@@ -146,3 +146,28 @@ def response_logits(
     positions = (prompt_lengths[:, None] - 1 + offsets[None, :]).clamp(max=logits.shape[1] - 1)
     index = positions[:, :, None].expand(-1, -1, logits.shape[-1])
     return torch.gather(logits, 1, index)
+
+
+def student_response_logits(
+    model, prompts: list[list[int]], responses: list[list[int]], pad_id: int, device
+) -> torch.Tensor:
+    """The student's logits over ``responses`` after ``prompts`` [B, T, V] (in the model's
+    dtype, with grad where enabled)."""
+    ids, attention, lengths = right_pad_concat(prompts, responses, pad_id)
+    logits = model(input_ids=ids.to(device), attention_mask=attention.to(device)).logits
+    return response_logits(logits, lengths, max(len(r) for r in responses))
+
+
+def teacher_response_logits(
+    policy, contexts: list[list[list[int]]], responses: list[list[int]], pad_id: int, device
+) -> list[torch.Tensor]:
+    """The self-teacher's logits over ``responses`` [B, T, V] (fp32, detached), one tensor per
+    view, after ``contexts[rollout][view]``: the policy with its adapter off."""
+    width = max(len(r) for r in responses)
+    view_logits = []
+    for prompts in zip(*contexts, strict=True):
+        ids, attention, lengths = right_pad_concat(list(prompts), responses, pad_id)
+        with torch.no_grad(), policy.disable_adapter():
+            logits = policy(input_ids=ids.to(device), attention_mask=attention.to(device)).logits
+            view_logits.append(response_logits(logits, lengths, width).float())
+    return view_logits

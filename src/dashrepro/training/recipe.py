@@ -30,9 +30,9 @@ from dashrepro.training.batching import (
     BatchLayout,
     check_training_data,
     response_batch,
-    response_logits,
-    right_pad_concat,
     rollout_rows,
+    student_response_logits,
+    teacher_response_logits,
 )
 from dashrepro.training.checkpointer import Checkpointer
 from dashrepro.training.distributed import (
@@ -302,27 +302,14 @@ class DistillationRecipe:
         return micro_result(share, kept, result, tokens, mask)
 
     def _teacher_logits(self, contexts: list[list[list[int]]], responses: list[list[int]]):
-        """The teacher's response logits [B, T, V] (fp32, detached), one tensor per view, after
-        ``contexts[rollout][view]``."""
-        width = max(len(r) for r in responses)
-        view_logits = []
-        for t_prompt_ids in zip(*contexts, strict=True):
-            t_ids, t_mask, t_len = right_pad_concat(list(t_prompt_ids), responses, self.pad_id)
-            with torch.no_grad(), self.policy.disable_adapter():
-                logits = self.policy(
-                    input_ids=t_ids.to(self.device), attention_mask=t_mask.to(self.device)
-                ).logits
-                view_logits.append(response_logits(logits, t_len, width).float())
-        return view_logits
+        """The teacher's response logits [B, T, V] per view (``teacher_response_logits``)."""
+        return teacher_response_logits(self.policy, contexts, responses, self.pad_id, self.device)
 
     def _student_logits(self, share: Share, kept, responses, dropout_seed: int) -> torch.Tensor:
         """The student's response logits [B, T, V], with grad, LoRA dropout seeded."""
-        s_ids, s_mask, s_len = right_pad_concat(
-            [share.prompt_ids[i] for i in kept], responses, self.pad_id
-        )
+        prompts = [share.prompt_ids[i] for i in kept]
         torch.manual_seed(dropout_seed)
-        logits = self.model(input_ids=s_ids.to(self.device), attention_mask=s_mask.to(self.device))
-        return response_logits(logits.logits, s_len, max(len(r) for r in responses))
+        return student_response_logits(self.model, prompts, responses, self.pad_id, self.device)
 
     def _optimizer_step(self, tally: StepTally) -> tuple[float, float | None]:
         """Clip, step AdamW and the schedule; the learning rate used and the gradient norm."""

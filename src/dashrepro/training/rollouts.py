@@ -76,7 +76,7 @@ class RolloutSampler:
         self.rank = rank
         self.backend = train.rollout_backend
         self.settings = sampling_settings(train)
-        self.max_total = train.max_total_length or 10**9
+        self.max_total = train.total_length_cap
         self.sampler = None
         self.sleep_mode = False
         if self.backend == "vllm":
