@@ -15,7 +15,7 @@ from dashrepro.embedded.synthetic_data import ALL_TASKS, make_dataset, make_vali
 from dashrepro.embedded.task_families import FAMILIES, STYLE_WORDS, make_family_problem
 
 LINE = re.compile(
-    r"^(?:(?P<word>[A-Za-z ]+) )?\((?P<step>\d)\) (?P<left>\d)\+(?P<term>\d)=(?P<value>\d)\.$"
+    r"^(?:(?P<word>[A-Za-z ]+) )?\((?P<step>\d)\) (?P<left>\d)\+(?P<term>\d)=(?P<sum>\d+), (?P<value>\d)\.$"
 )
 
 
@@ -57,6 +57,7 @@ def test_the_problem_determines_every_line_and_the_answer(task):
                 term,
                 value,
             )
+            assert int(match["sum"]) == left + term
             assert match["word"] is None or match["word"] in STYLE_WORDS
             assert (match["word"] is not None) == (family.style == 1.0) or 0 < family.style < 1
         assert row["answer"] == str(answer) and row["task"] == task

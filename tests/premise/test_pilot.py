@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from dashrepro import layout
@@ -45,3 +46,48 @@ def test_main_writes_the_summary_and_a_missing_run_is_named(tmp_path, capsys):
     assert main(["fam", "--directory", str(tmp_path), "--out", str(out)]) == 0
     assert json.loads(out.read_text())["step"] == 40
     assert json.loads(capsys.readouterr().out)["method"] == "opsd"
+    needed = json.loads(out.read_text())["seeds_needed"]
+    assert json.loads(out.read_text())["study_seeds"] == list(range(needed))
+    assert main(["fam", "--directory", str(tmp_path), "--out", str(out), "--most-seeds", "2"]) == 0
+    held = json.loads(out.read_text())
+    assert held["study_seeds"] == [0, 1] and held["detectable_effect"] > held["effect"]
+
+
+def probe_tokens(scale: float) -> pd.DataFrame:
+    """A probe's signal r: exponential, ``scale`` nats on average, 20 rollouts of 30 tokens."""
+    rng = np.random.default_rng(5)
+    rows = [{"rollout": b, "position": t, "r": scale * rng.exponential()}
+            for b in range(20) for t in range(30)]  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def test_the_control_and_kappa_come_from_the_probes_gates_and_the_record_names_its_inputs(
+    tmp_path,
+):
+    from dashrepro.io import write_parquet
+    from dashrepro.premise.pilot import PAPER_KAPPA, probe_choices
+    from dashrepro.premise.study import gate_iqr
+
+    flat = probe_tokens(1e-6)  # no κ on the grid spreads these gates: κ stays the paper's
+    assert probe_choices(flat)["kappa_for_gate_spread"] is None
+    assert (
+        probe_choices(flat)["kappa"] == PAPER_KAPPA and probe_choices(flat)["fixed_lambda"] == 0.5
+    )
+    spread = probe_choices(probe_tokens(0.01))
+    assert spread["kappa"] == spread["kappa_for_gate_spread"] > PAPER_KAPPA
+    assert gate_iqr(probe_tokens(0.01), spread["kappa"]) >= 0.25
+    # Gates that spread at the paper's κ keep it, though a smaller κ would spread them too.
+    wide = probe_choices(probe_tokens(1.0))
+    assert wide["gate_iqr_at_paper_kappa"] >= 0.25 and wide["kappa"] == PAPER_KAPPA
+    assert wide["kappa_for_gate_spread"] is None
+    write_run(tmp_path)
+    tokens = tmp_path / layout.Results("fam").premise_file(layout.PREMISE_TOKENS, "tiny")
+    tokens.parent.mkdir(parents=True)
+    write_parquet(tokens, probe_tokens(1.0))
+    out = tmp_path / "pilot.json"
+    assert main(["fam", "--directory", str(tmp_path), "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    assert record["fixed_lambda"] == probe_choices(probe_tokens(1.0))["fixed_lambda"]
+    assert (
+        len(record["inputs"]) == 6 * 2 + 1 and str(tokens.relative_to(tmp_path)) in record["inputs"]
+    )

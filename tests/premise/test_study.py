@@ -13,11 +13,13 @@ from scipy import stats
 from dashrepro.premise.study import (
     TEST_COLUMNS,
     cell_tests,
+    detectable_effect,
     false_alarms,
     fixed_lambda_from_probe,
     holm,
     kappa_for_gate_spread,
     paired_test,
+    power_of,
     premise_association,
     seeds_for_power,
     verdict,
@@ -37,6 +39,17 @@ def test_seeds_for_power_reaches_the_power_by_simulation_and_one_fewer_does_not(
     assert seeds_for_power(sd=2.5, cells=1) < n  # Holm's strictest step costs seeds
     with pytest.raises(ValueError, match="positive"):
         seeds_for_power(sd=0.0)
+
+
+def test_the_detectable_effect_inverts_the_power_of_a_fixed_number_of_seeds():
+    n = seeds_for_power(sd=2.5, effect=2.0, cells=5)
+    # The seeds the power analysis asks for detect 2 points (to the bisection's 0.01) ...
+    assert detectable_effect(2.5, n, cells=5) <= 2.0 < detectable_effect(2.5, n - 1, cells=5)
+    # ... and fewer seeds only larger effects, at exactly the power asked for.
+    effect = detectable_effect(2.5, 4, cells=5)
+    assert power_of(2.5, effect, 4, cells=5) >= 0.8 > power_of(2.5, effect - 0.01, 4, cells=5)
+    with pytest.raises(ValueError, match="n >= 2"):
+        detectable_effect(2.5, 1)
 
 
 def test_holm_by_hand():

@@ -283,3 +283,27 @@ def test_the_pilot_overlay_trains_opsd_alone_with_six_seeds(repo_root, tmp_path)
     counts = job_counts(done.stdout)
     assert counts["train_lora_tiny"] == 6 and counts["generate_checkpoint_responses"] == 12
     assert "runs/opsd/tiny/seed5" in done.stdout and "runs/dash/" not in done.stdout
+
+
+def test_the_study_overlay_trains_the_registered_methods_and_seeds(repo_root, tmp_path):
+    """The premise study's command (docs/premise-study.md), dry: every registered method at
+    every registered seed, and nothing else."""
+    import json
+
+    import yaml
+
+    registration = json.loads((repo_root / "docs/premise-pilot.json").read_text())
+    overlay = yaml.safe_load((repo_root / "config/experiments/premise_study.yaml").read_text())
+    assert overlay["seeds"] == registration["study_seeds"]
+    overlays = [str(repo_root / "config/experiments" / name)
+                for name in ("task_families.yaml", "premise_study.yaml")]  # fmt: skip
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"),
+           "--directory", str(tmp_path), "-n", "--rerun-incomplete", "all_tables",
+           "--configfile", *overlays]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seeds, methods = len(overlay["seeds"]), overlay["tables"]["main_results"]["methods"]
+    counts = job_counts(done.stdout)
+    assert counts["train_lora_tiny"] == seeds * len(methods) == 3 * seeds
+    assert f"fixed_lambda_{registration['fixed_lambda']}".replace(".", "p") in methods
+    assert f"runs/dash/tiny/seed{seeds - 1}" in done.stdout and "runs/dash_k" not in done.stdout

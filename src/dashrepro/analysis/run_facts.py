@@ -99,7 +99,7 @@ def _rows(path: Path, table: str = "main_results") -> list[dict]:
     return [{k: row[k] for k in KEPT_COLUMNS if k in row} for row in rows]
 
 
-def _timings(run: Path) -> dict[str, tuple[int, float]]:
+def job_seconds_by_rule(run: Path) -> dict[str, tuple[int, float]]:
     """Jobs and job-seconds per rule from ``job_timings/`` (Snakemake's ``benchmark:`` files)."""
     totals: dict[str, list[float]] = defaultdict(list)
     for path in sorted((run / "job_timings").rglob("*.tsv")):
@@ -151,7 +151,7 @@ def read_run(experiment: str, directory: Path = Path(".")) -> RunFacts:
         lifts=_rows(files["lifts"]),
         paired=_rows(files["paired"]),
         base=json.loads(files["base"].read_text()),
-        measured=Measurement(_timings(run), started, wall, cpu, kernel),
+        measured=Measurement(job_seconds_by_rule(run), started, wall, cpu, kernel),
         sources={str(p.relative_to(directory)): sha256_file(p) for p in files.values()},
     )
 

@@ -1,7 +1,8 @@
 r"""Synthetic task families whose premise statistics can be dialled at one per-token difficulty.
 
 Every family is a chain of four one-digit additions kept to their last digit, one numbered line
-per step (``(2) 7+5=2.``), so each step is as hard as any other. What differs is what an error does next:
+per step that writes the sum, then the digit kept (``(2) 7+5=12, 2.``), so each step is as hard
+as any other. What differs is what an error does next:
 ``chain`` is the probability that a step adds to the previous result (1: an error derails every
 later line and the answer; 0: each step adds two digits the problem gives, so an early error
 stays local and only the last line decides the answer); ``lookup`` opens with the start value
@@ -67,10 +68,12 @@ def make_family_problem(task: str, rng: random.Random) -> dict:
             move = f"({step}) {left}+{term}"
         value = (left + term) % 10
         # A numbered step is an anchor both the student (reading its operands) and the teacher
-        # (copying its line) can find: with bare lines a 3-layer model learned neither. Lines
-        # are compact so that a response fits the default's 96 new tokens.
+        # (copying its line) can find: with bare lines a 3-layer model learned neither. The full
+        # sum comes before the digit kept: asked for the digit at once, the student's sums stayed
+        # at chance (10.8 %); with the sum first, all right (docs/premise-study.md). Lines are
+        # compact so that a response fits the default's 96 new tokens.
         word = f"{rng.choice(STYLE_WORDS)} " if rng.random() < family.style else ""
-        lines.append(f"{word}({step}) {left}+{term}={value}.")
+        lines.append(f"{word}({step}) {left}+{term}={left + term}, {value}.")
         moves.append(move)
     problem = (
         f"{opening} Steps: {', '.join(moves)}. A step +n adds n to the last result, a step m+n "

@@ -5,7 +5,8 @@ experiment, every checkpoint's Avg@k per cell (benchmark): the checkpoint with t
 over seeds and cells is the one the study evaluates; at it, the method's seeds split in two
 halves give the spread of a paired difference between runs of one method (the largest over the
 cells) and the false alarms of the study's tests; ``study.seeds_for_power`` turns that spread
-into the seeds that detect ``effect`` points at ``power``.
+into the seeds that detect ``effect`` points at ``power``. From the probe's tokens come the
+fixed-λ control and κ (``probe_choices``); the record names every file it read, with its sha256.
 
     python -m dashrepro.premise.pilot task_families --method opsd --scale tiny
 """
@@ -14,12 +15,26 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Mapping
 from pathlib import Path
 
 import pandas as pd
 
 from dashrepro import layout
-from dashrepro.premise.study import false_alarms, seeds_for_power
+from dashrepro.io import read_parquet, sha256_file
+from dashrepro.premise.study import (
+    detectable_effect,
+    false_alarms,
+    fixed_lambda_from_probe,
+    gate_iqr,
+    kappa_for_gate_spread,
+    seeds_for_power,
+)
+
+#: DASH's κ in the paper, kept unless the probe's gates show it does not fit the signal.
+PAPER_KAPPA = 5.0
+#: The interquartile range of the gates at which κ is taken to fit (docs/premise-study.md).
+TARGET_GATE_IQR = 0.25
 
 
 def checkpoint_scores(experiment: str, method: str, scale: str, directory: Path) -> pd.DataFrame:
@@ -63,6 +78,32 @@ def pilot_summary(scores: pd.DataFrame, method: str, effect: float = 2.0, power:
     }
 
 
+def probe_choices(tokens: pd.DataFrame) -> dict:
+    """The fixed-λ control (the median used gate at the paper's κ) and κ: the paper's where its
+    gates on the probe already spread to ``TARGET_GATE_IQR``; else the smallest κ on the grid
+    whose gates do; else (none does) the paper's again."""
+    at_paper = gate_iqr(tokens, PAPER_KAPPA)
+    kappa = kappa_for_gate_spread(tokens, TARGET_GATE_IQR)
+    moved = at_paper < TARGET_GATE_IQR and gate_iqr(tokens, kappa) >= TARGET_GATE_IQR
+    return {
+        "fixed_lambda": fixed_lambda_from_probe(tokens, PAPER_KAPPA),
+        "gate_iqr_at_paper_kappa": at_paper,
+        "kappa_for_gate_spread": kappa if moved else None,
+        "kappa": kappa if moved else PAPER_KAPPA,
+    }
+
+
+def study_seeds(summary: Mapping, most: int | None) -> dict:
+    """The study's seeds (0, 1, ...): those the power analysis asks for, or the ``most`` that the
+    budget fits, with the effect so many detect at the summary's power."""
+    n = summary["seeds_needed"] if most is None else min(most, summary["seeds_needed"])
+    cells = len(summary["cell_means"])
+    effect = detectable_effect(
+        summary["difference_sd"], n, summary["power"], summary["alpha"], cells
+    )
+    return {"study_seeds": list(range(n)), "detectable_effect": effect}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("experiment")
@@ -70,9 +111,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--scale", default="tiny")
     parser.add_argument("--directory", type=Path, default=Path("."))
     parser.add_argument("--out", type=Path, help="write the summary here as JSON")
+    parser.add_argument(
+        "--most-seeds", type=int, help="the most seeds the study's budget fits (absent: no limit)"
+    )
     args = parser.parse_args(argv)
     scores = checkpoint_scores(args.experiment, args.method, args.scale, args.directory)
     summary = pilot_summary(scores, args.method)
+    summary.update(study_seeds(summary, args.most_seeds))
+    results = layout.Results(args.experiment)
+    tokens = args.directory / results.premise_file(layout.PREMISE_TOKENS, args.scale)
+    if tokens.is_file():
+        summary.update(probe_choices(read_parquet(tokens)))
+    folder = args.directory / results.root / "eval" / args.method / args.scale
+    read = sorted(folder.glob(f"seed*/step*/{layout.SUMMARY}")) + [tokens] * tokens.is_file()
+    summary["inputs"] = {str(path.relative_to(args.directory)): sha256_file(path) for path in read}
     text = json.dumps(summary, indent=2, default=str)
     if args.out:
         from dashrepro.io import write_text

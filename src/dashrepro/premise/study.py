@@ -31,15 +31,39 @@ def seeds_for_power(sd: float, effect: float = 2.0, power: float = 0.8, alpha: f
     differences have standard deviation ``sd`` (noncentral t)."""
     if sd <= 0 or effect <= 0:
         raise ValueError(f"sd and effect must be positive, got sd={sd}, effect={effect}")
-    level = alpha / cells
     for n in range(2, most + 1):
-        df = n - 1
-        critical = stats.t.ppf(1 - level / 2, df)
-        shift = effect / sd * math.sqrt(n)
-        reached = stats.nct.sf(critical, df, shift) + stats.nct.cdf(-critical, df, shift)
-        if reached >= power:
+        if power_of(sd, effect, n, alpha, cells) >= power:
             return n
     raise ValueError(f"more than {most} seeds would be needed (sd={sd}, effect={effect})")
+
+
+def power_of(sd: float, effect: float, n: int, alpha: float = 0.05, cells: int = 1) -> float:
+    """The power of the paired two-sided t-test at ``alpha / cells`` with ``n`` seeds to detect
+    a true difference ``effect`` when the differences have standard deviation ``sd``."""
+    df, level = n - 1, alpha / cells
+    critical = stats.t.ppf(1 - level / 2, df)
+    shift = effect / sd * math.sqrt(n)
+    # The lower tail (a significant difference of the wrong sign) is negligible at any useful
+    # power, and scipy's noncentral t gives NaN for it at some large shifts: read that as 0.
+    lower = float(stats.nct.cdf(-critical, df, shift))
+    return float(stats.nct.sf(critical, df, shift)) + (lower if math.isfinite(lower) else 0.0)
+
+
+def detectable_effect(sd: float, n: int, power: float = 0.8, alpha: float = 0.05,
+                      cells: int = 1) -> float:  # fmt: skip
+    """The smallest true difference that ``n`` seeds detect with ``power`` (``power_of``
+    inverted by bisection, to 0.01 points): what a study held to fewer seeds can see."""
+    if n < 2 or sd <= 0:
+        raise ValueError(f"need n >= 2 seeds and sd > 0, got n={n}, sd={sd}")
+    low, high = 0.0, sd
+    while power_of(sd, high, n, alpha, cells) < power:
+        high *= 2
+    while high - low > 0.005:
+        middle = (low + high) / 2
+        low, high = (
+            (middle, high) if power_of(sd, middle, n, alpha, cells) < power else (low, middle)
+        )
+    return math.ceil(high * 100) / 100  # rounded up: the power at it is at least `power`
 
 
 def holm(p_values: Sequence[float]) -> list[float]:
@@ -153,15 +177,21 @@ def _used_gates(tokens: pd.DataFrame, kappa: float) -> np.ndarray:
 
     from dashrepro.objectives import gates_from_gap
 
-    rollout, _ = pd.factorize(tokens["rollout"])
-    position = tokens["position"].to_numpy()
-    r = torch.zeros(rollout.max() + 1, position.max() + 1, dtype=torch.float64)
-    r[rollout, position] = torch.tensor(tokens["r"].to_numpy(float))
+    rollout = torch.tensor(pd.factorize(tokens["rollout"])[0])
+    position = torch.tensor(tokens["position"].to_numpy(copy=True))
+    r = torch.zeros(int(rollout.max()) + 1, int(position.max()) + 1, dtype=torch.float64)
+    r[rollout, position] = torch.tensor(tokens["r"].to_numpy(float, copy=True))
     mask = torch.zeros_like(r, dtype=torch.bool)
     mask[rollout, position] = True
     gates = gates_from_gap(r, mask, kappa)[rollout, position].numpy()
-    last = tokens.groupby("rollout")["position"].transform("max").to_numpy() == position
+    last = tokens.groupby("rollout")["position"].transform("max").to_numpy() == position.numpy()
     return gates[~last]
+
+
+def gate_iqr(tokens: pd.DataFrame, kappa: float) -> float:
+    """The interquartile range of DASH's used gates at ``kappa`` on a probe's tokens."""
+    q75, q25 = np.percentile(_used_gates(tokens, kappa), [75, 25])
+    return float(q75 - q25)
 
 
 def fixed_lambda_from_probe(tokens: pd.DataFrame, kappa: float) -> float:
@@ -174,7 +204,6 @@ def kappa_for_gate_spread(tokens: pd.DataFrame, target_iqr: float = 0.25) -> flo
     range of at least ``target_iqr`` (the largest κ if none does): a κ set from the signal's
     scale alone, never from a method's scores."""
     for kappa in sorted(set(KAPPA_GRID)):
-        q75, q25 = np.percentile(_used_gates(tokens, kappa), [75, 25])
-        if q75 - q25 >= target_iqr:
+        if gate_iqr(tokens, kappa) >= target_iqr:
             return kappa
     return max(KAPPA_GRID)
