@@ -19,6 +19,9 @@ next stage runs), writes ``<out>/<stage>.json``, and the last lines printed are 
 - ``profile``    one rollout call of HF ``generate`` as the trainer makes it (the bf16 LoRA
                  student, one micro-batch), timed, then under the torch profiler: the share of
                  its time the GPU spends in kernels, with the adapter and without;
+- ``fast_generation``  the eager and the compiled HF paths side by side, rollouts and
+                 evaluation, with the compiled graphs counted across adapter updates and the
+                 planned evaluation batch at long caps (``gpu_proof_fast_generation.py``);
 - ``deepspeed``  OPSD under the scale's ZeRO-2 config (optimizer offloaded to the CPU) through
                  the trainer's command line: an uninterrupted run, and one SIGKILLed after the
                  state of its second-last step and run again, which must end at the same adapter;
@@ -103,6 +106,8 @@ SHAPES = {
         # 512 tokens: the evaluation shares the lease with the training stages beside it.
         "eval_problems": 4, "eval_samples": 12, "eval_max_new_tokens": 512,
         "objective_lengths": [1024, 4096], "objective_hidden": 2048,
+        # fast_generation: the long caps, and the decode steps timed after each prefill.
+        "fast_long_lengths": [4096, 16384], "fast_window": 64,
     },
     "tiny": {
         "architecture": {
@@ -116,6 +121,7 @@ SHAPES = {
         "grad_accumulation": 2,
         "eval_problems": 2, "eval_samples": 3, "eval_max_new_tokens": 16,
         "objective_lengths": [128], "objective_hidden": 64,
+        "fast_long_lengths": [32, 64], "fast_window": 4,
     },
 }  # fmt: skip
 #: The smoke stage's shape: ``tiny`` on the device under test.
@@ -134,13 +140,13 @@ WHEELS = [
 ]  # fmt: skip
 DEEPSPEED_SDIST = "deepspeed==0.19.8"
 
-STAGES = ("env", "smoke", "build", "objectives", "profile", "train_opsd", "train_dash",
-          "deepspeed", "evaluate")  # fmt: skip
+STAGES = ("env", "smoke", "build", "objectives", "profile", "fast_generation", "train_opsd",
+          "train_dash", "deepspeed", "evaluate")  # fmt: skip
 #: Seconds each stage may take on the GPU shape (the CPU twin's are far shorter).
 #: Measured on an H200 (HF rollouts): objectives 148 s (a subprocess per path and length), 3
 #: OPSD steps 228 s (a step 58 s, of it 56.5 s HF ``generate``).
 STAGE_LIMITS = {"env": 60, "smoke": 120, "build": 120, "objectives": 200, "profile": 120,
-                "train_opsd": 400, "train_dash": 400, "deepspeed": 400, "evaluate": 400}  # fmt: skip
+                "fast_generation": 480, "train_opsd": 400, "train_dash": 400, "deepspeed": 400, "evaluate": 400}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------
@@ -598,6 +604,11 @@ def evaluate(args, shape: str, checkpoint: str) -> dict:
     generation.update(samples_per_problem=spec["eval_samples"],
                       max_new_tokens=spec["eval_max_new_tokens"],
                       backend=rollout_backend(args.backend))  # fmt: skip
+    if generation["backend"] == "hf_compiled":
+        import torch
+
+        generation.update(device="cuda" if torch.cuda.is_available() else "cpu",
+                          dtype="bfloat16", kv_cache_budget_gib=args.kv_budget_gib)  # fmt: skip
     reset_peak()
     t0 = time.perf_counter()
     responses = generate_policy_responses(
@@ -646,10 +657,19 @@ def stage_evaluate(args) -> dict:
     return evaluate(args, args.shape, str(max(saved(), key=checkpoint_step)))
 
 
+def stage_fast_generation(args) -> dict:
+    """The eager and the compiled HF paths side by side (benchmarks/gpu_proof_fast_generation.py,
+    beside this script)."""
+    import gpu_proof_fast_generation
+
+    return gpu_proof_fast_generation.stage(args, sys.modules[__name__])
+
+
 RUNNERS = {
     "env": stage_env, "smoke": stage_smoke, "build": stage_build, "objectives": stage_objectives,
     "train_opsd": lambda a: stage_train(a, "opsd"), "train_dash": lambda a: stage_train(a, "dash"),
     "deepspeed": stage_deepspeed, "evaluate": stage_evaluate, "profile": stage_profile,
+    "fast_generation": stage_fast_generation,
 }  # fmt: skip
 
 
@@ -706,7 +726,8 @@ def run_stage(args, stage: str, env: dict, limit: float, extra: tuple = ()) -> d
     result_file = Path(args.out) / f"{stage}.json"
     result_file.unlink(missing_ok=True)
     command = [sys.executable, __file__, "--stage", stage, "--out", args.out, "--shape",
-               args.shape, "--backend", args.backend, "--teacher-context", args.teacher_context]  # fmt: skip
+               args.shape, "--backend", args.backend, "--teacher-context", args.teacher_context,
+               "--kv-budget-gib", str(args.kv_budget_gib)]  # fmt: skip
     if args.benchmark:
         command += ["--benchmark", args.benchmark]
     if args.config_json:
@@ -904,10 +925,14 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--stages", default=",".join(STAGES), help="comma-separated, in order")
     parser.add_argument(
         "--backend",
-        choices=("auto", "hf", "vllm"),
+        choices=("auto", "hf", "hf_compiled", "vllm"),
         default="auto",
-        help="rollouts and evaluation: vllm where it imports (auto)",
+        help="rollouts and evaluation: vllm where it imports (auto); hf_compiled evaluates in "
+        "bf16 on the device with the batch planned from --kv-budget-gib",
     )
+    parser.add_argument("--kv-budget-gib", type=float, default=100.0,
+                        help="fast_generation: the key/value budget its evaluation batch is "
+                        "planned from (100 of an H200's 141 GB)")  # fmt: skip
     parser.add_argument(
         "--teacher-context",
         default="transition_only",

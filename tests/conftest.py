@@ -7,6 +7,12 @@ import os
 from pathlib import Path
 
 import pytest
+
+# setuptools before anything imports pip: inductor's CPU compiler (tests/sampling/
+# test_hf_compiled.py) imports setuptools, whose distutils shim refuses to load once pip has
+# been imported on Python < 3.12 (setuptools' _distutils_hack.spec_for_pip), and collecting
+# tests/test_environments.py imports pip's vendored packaging through scripts/check_gpu_env.py.
+import setuptools  # noqa: F401
 import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

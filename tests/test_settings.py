@@ -131,9 +131,23 @@ def test_the_job_params_read_back_as_the_configs_evaluation_settings(overlays):
     )
 
 
+def test_the_fast_settings_reach_only_hf_compiled_and_vllm_runs_on_cuda(default_config):
+    evaluation = {**default_config["evaluation"], "backend": "hf_compiled", "device": "cuda",
+                  "dtype": "bfloat16", "kv_cache_budget_gib": 8}  # fmt: skip
+    fast = GenerationSettings.from_config(evaluation)
+    assert fast.needs_gpu and fast.kv_cache_budget_gib == 8.0
+    assert fast.engine_options() == {"device": "cuda", "dtype": "bfloat16",
+        "kv_cache_budget_gib": 8.0, "response_cap": evaluation["max_new_tokens"]}  # fmt: skip
+    with pytest.raises(ValueError, match="evaluation.kv_cache_budget_gib: only the hf_compiled"):
+        GenerationSettings.from_config({**evaluation, "backend": "hf", "dtype": "float32"})
+    assert GenerationSettings.from_config({**evaluation, "backend": "vllm", "dtype": "float32",
+        "kv_cache_budget_gib": None}).needs_gpu  # fmt: skip
+    assert not GenerationSettings.from_config(default_config["evaluation"]).needs_gpu
+
+
 def test_engine_options_reach_only_the_vllm_backend(default_config):
     evaluation = {**default_config["evaluation"], "vllm": {"dtype": "float32"}}
-    assert GenerationSettings.from_config(evaluation).engine_options() == {}
+    assert GenerationSettings.from_config(evaluation).engine_options() == {"device": "cpu"}
     vllm = GenerationSettings.from_config({**evaluation, "backend": "vllm"})
     assert vllm.engine_options() == {"dtype": "float32"}
     bare = {k: v for k, v in default_config["evaluation"].items() if k != "vllm"}
@@ -238,4 +252,4 @@ def test_the_samplers_are_the_backends_a_config_may_name():
     from dashrepro.sampling import BACKENDS
     from dashrepro.settings import Backend
 
-    assert BACKENDS == typing.get_args(Backend)
+    assert tuple(BACKENDS) == typing.get_args(Backend)

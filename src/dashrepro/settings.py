@@ -24,7 +24,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 # The values a choice key allows (the schema's enum comes from these).
-Backend = Literal["hf", "vllm"]
+Backend = Literal["hf", "hf_compiled", "vllm"]  # dashrepro.sampling.backends registers each
+Device = Literal["cpu", "cuda"]
+SamplingDtype = Literal["float32", "bfloat16"]
 Precision = Literal["fp32", "bf16"]
 AttentionKernel = Literal["sdpa", "eager", "flash_attention_2", "auto"]
 EvaluationPrompt = Literal["problem", "boxed_instruction"]
@@ -127,8 +129,11 @@ class TrainSettings:
         default=None,
     )
     rollout_backend: Backend = help_field(
-        "hf: HF generate on the live model; vllm: a colocated vLLM engine, the current adapter "
-        "synced into it before each micro-batch's rollouts.",
+        "hf: HF generate on the live model; hf_compiled: HF generate on a plain copy of the "
+        "policy in the training precision (base plus the adapter's delta, rewritten in place "
+        "before each micro-batch's rollouts), with a static key/value cache and a compiled decode step; "
+        "vllm: a colocated vLLM engine, the current adapter synced into it before each "
+        "micro-batch's rollouts.",
         default="hf",
     )
     precision: Precision = help_field(
@@ -215,14 +220,20 @@ class LoraSettings:
         return {**dataclasses.asdict(self), "target_modules": list(self.target_modules)}
 
 
+#: Generation keys added after jobs were first run: in a job's params only when set.
+ADDED_GENERATION_KEYS = ("prompt", "device", "dtype", "kv_cache_budget_gib")
+
+
 @dataclass(frozen=True, kw_only=True)
 class GenerationSettings:
     """How a checkpoint's responses are sampled (field order: the job params' key order)."""
 
     backend: Backend = help_field(
-        "hf: Hugging Face generate (CPU, the embedded default); vllm: a vLLM engine with each "
-        "checkpoint as a LoRA request, whose jobs use the GPU environment (envs/gpu.yaml) and "
-        "one GPU each."
+        "hf: Hugging Face generate (the embedded default); hf_compiled: HF generate on a plain "
+        "copy of the model, each checkpoint's adapter merged into it once, with a static "
+        "key/value cache and a compiled decode step; vllm: a vLLM engine with each checkpoint "
+        "as a LoRA request. A job on cuda (vllm always) uses the GPU environment (envs/gpu.yaml) "
+        "and one GPU."
     )
     vllm: dict = help_field(
         "Engine options of the vllm backend, passed to vLLM as given; unused by hf.",
@@ -248,6 +259,46 @@ class GenerationSettings:
         "problem followed by the OPSD evaluation script's boxed-answer instruction.",
         default="problem",
     )
+    device: Device = help_field(
+        "Where the hf and hf_compiled backends generate (vllm: always cuda); a job on cuda gets "
+        "one GPU and the GPU environment. Absent: cpu, and not in the jobs' params.",
+        default="cpu",
+    )
+    dtype: SamplingDtype = help_field(
+        "The weights' and cache's dtype of the hf_compiled backend (the paper's GPU runs: "
+        "bfloat16). Absent: float32, and not in the jobs' params.",
+        default="float32",
+    )
+    kv_cache_budget_gib: float | None = help_field(
+        "hf_compiled: the key/value cache memory one generate call may use; each call's batch "
+        "is the most responses of (longest prompt + max_new_tokens) positions that fit, and a "
+        "job whose single response cannot fit stops before any work. Absent: batches of 256, "
+        "and not in the jobs' params.",
+        default=None,
+    )
+
+    def __post_init__(self) -> None:
+        self.job_device  # noqa: B018 (a backend on a device it cannot run on is an error)
+        if self.backend != "hf_compiled":
+            for name, unset in (("dtype", "float32"), ("kv_cache_budget_gib", None)):
+                if getattr(self, name) != unset:
+                    raise ValueError(
+                        f"evaluation.{name}: only the hf_compiled backend reads it, and the "
+                        f"backend is {self.backend}"
+                    )
+
+    @property
+    def job_device(self) -> str:
+        """Where a generating job runs (sampling.backends): ``device`` for hf and hf_compiled;
+        vllm's own device whatever ``device`` says (the key is the HF backends')."""
+        from dashrepro.sampling.backends import job_device
+
+        return job_device(self.backend, None if self.backend == "vllm" else self.device)
+
+    @property
+    def needs_gpu(self) -> bool:
+        """Whether a job generating with these settings needs a GPU."""
+        return self.job_device == "cuda"
 
     @classmethod
     def from_config(cls, evaluation: Mapping) -> GenerationSettings:
@@ -261,19 +312,31 @@ class GenerationSettings:
 
     @classmethod
     def job_params(cls, evaluation: Mapping) -> dict:
-        """The params of a generating job, as written in the config: every key but ``prompt``
-        (which only an explicit setting adds, so that older jobs stay as they were), and
-        ``vllm`` only for the vllm backend (its options do not change what HF samples)."""
+        """The params of a generating job, as written in the config: every key but those added
+        later (``prompt``, ``device``, ``dtype``, ``kv_cache_budget_gib``), which only an
+        explicit setting adds, so that older jobs stay as they were; and ``vllm`` only for the
+        vllm backend (its options do not change what HF samples)."""
         params = {f.name: evaluation.get(f.name) for f in dataclasses.fields(cls)}
-        if "prompt" not in evaluation:
-            params.pop("prompt")
+        for name in ADDED_GENERATION_KEYS:
+            if name not in evaluation:
+                params.pop(name)
         if params["backend"] != "vllm":
             params.pop("vllm")
         return params
 
     def engine_options(self) -> dict:
-        """Keyword arguments of the backend's sampler (vLLM's engine options, or none)."""
-        return dict(self.vllm) if self.backend == "vllm" else {}
+        """Keyword arguments of the backend's sampler besides ``base_model``: vLLM's engine
+        options; hf's device; hf_compiled's device, dtype, budget and response cap."""
+        if self.backend == "vllm":
+            return dict(self.vllm)
+        if self.backend == "hf_compiled":
+            return {
+                "device": self.device,
+                "dtype": self.dtype,
+                "kv_cache_budget_gib": self.kv_cache_budget_gib,
+                "response_cap": self.max_new_tokens,
+            }
+        return {"device": self.device}
 
     def sampling(self):
         """The ``SamplingSettings`` of the responses (no top-k)."""

@@ -96,6 +96,21 @@ def test_a_scales_own_evaluation_keys_override_the_global_ones(default):
     assert experiment.generation["max_new_tokens"] == default.generation["max_new_tokens"]
 
 
+def test_an_hf_generation_on_cuda_gets_a_gpu_and_its_settings_reach_the_params(paper):
+    """The paper overlay with HF generation instead of vLLM: its jobs get one GPU and the GPU
+    environment (sampling.backends), and the fast path's settings are in the jobs' params."""
+    config = copy.deepcopy(paper.config)
+    fast = {"backend": "hf_compiled", "device": "cuda", "dtype": "bfloat16",
+            "kv_cache_budget_gib": 100.0}  # fmt: skip
+    config["evaluation"] = {**config["evaluation"], **fast}
+    experiment = Experiment(config)
+    assert (experiment.generation_env, experiment.evaluation_gpus) == (GPU_ENV, 1)
+    assert {k: experiment.generation[k] for k in fast} == fast
+    assert "vllm" not in experiment.generation
+    config["evaluation"]["device"] = "cpu"
+    assert Experiment(config).evaluation_gpus == 0
+
+
 def test_training_env_and_gpus_follow_the_scales_train_settings(default, paper):
     assert default.training_env("tiny") == CPU_ENV and default.training_gpus("tiny") == 0
     released = {s: v for s, v in paper.config["scales"].items() if v["source"] != "embedded"}

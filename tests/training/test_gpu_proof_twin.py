@@ -32,15 +32,15 @@ def test_gpu_proof_runs_every_stage_at_the_small_shape(tmp_path):
     # GPU's; on 2 cores shared with the vLLM cases (run beside the suite) four lanes need more.
     command = [sys.executable, str(SCRIPT), "--shape", "tiny", "--out", str(out),
                "--backend", "hf", "--config-json", str(config), "--limit-factor", "3",
-               "--stages", "env,smoke,build,objectives,profile",
+               "--stages", "env,smoke,build,objectives,profile,fast_generation",
                "--lanes", "train_opsd|evaluate|train_dash|deepspeed"]  # fmt: skip
     completed = subprocess.run(command, env=env, capture_output=True, text=True)
     summary = json.loads((out / "summary.json").read_text())
     failed = {k: v.get("log_tail", v)[-800:] for k, v in summary.items() if not v["ok"]}
     assert completed.returncode == 0 and not failed, failed
 
-    assert list(summary) == ["env", "smoke", "build", "objectives", "profile", "train_opsd",
-                             "evaluate", "train_dash", "deepspeed"]  # fmt: skip
+    assert list(summary) == ["env", "smoke", "build", "objectives", "profile", "fast_generation",
+                             "train_opsd", "evaluate", "train_dash", "deepspeed"]  # fmt: skip
     assert summary["env"]["rollout_backend_auto"] == "hf"  # no vLLM in .venv
     # Each lane's results name the stages that shared the device with them.
     assert summary["train_dash"]["beside"] == ["train_opsd", "evaluate", "deepspeed"]
@@ -66,6 +66,18 @@ def test_gpu_proof_runs_every_stage_at_the_small_shape(tmp_path):
         profiled = summary["profile"][variant]
         assert profiled["generated_tokens"] == 4 * 8 and profiled["kernel_share"] is None
         assert profiled["top_cpu_ops"]
+    # The eager and compiled paths side by side: the compiled rollouts compile once and not
+    # again across three adapter updates, every path samples every token asked for, and the
+    # long caps' batches are planned (the tiny shape's 100 GiB holds a whole shard of 360).
+    fast = summary["fast_generation"]
+    compiled = fast["rollouts"]["hf_compiled"]
+    graphs = compiled["compiled_graphs"]
+    assert graphs["after_updates"] == graphs["after_first_call"] >= 1
+    assert fast["rollouts"]["hf"]["compiled_graphs"]["after_updates"] == 0
+    assert [u["tokens"] for u in compiled["after_updates"]] == [4 * 16] * 3
+    assert fast["evaluation"]["hf_compiled_bf16"]["tokens"] == 6 * 16
+    assert fast["evaluation"]["hf_fp32"]["tokens"] == 6 * 16
+    assert [w["planned_batch"] for w in fast["evaluation"]["long"]] == [360, 360]
     # The evaluation writes and grades records as the rules do: 2 problems x 3 samples.
     evaluation = summary["evaluate"]
     assert evaluation["responses"] == 6 and evaluation["finish_reasons"] == {"length": 6}

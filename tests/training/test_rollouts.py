@@ -1,4 +1,5 @@
-"""The vLLM rollout path's engine handling, on a stand-in engine (the real one: tests/vllm_cpu).
+"""The rollout sampler's backends: the vLLM path's engine handling, on a stand-in engine (the
+real one: tests/vllm_cpu), and the backend each ``rollout_backend`` makes.
 
 vLLM's CPU build has no sleep mode, so the rollout sampler must run without it there and still
 use it on a GPU; either way the student's current adapter is saved and synced before each call.
@@ -60,16 +61,18 @@ def test_rollouts_sync_the_current_adapter_and_sleep_only_on_a_gpu(monkeypatch, 
     import dashrepro.sampling.vllm as vllm_module
 
     monkeypatch.setattr(vllm_module, "VLLMSampler", FakeEngine)
-    monkeypatch.setattr(rollouts, "cuda_available", lambda: cuda)
+    monkeypatch.setattr(vllm_module, "sleep_mode_available", lambda: cuda)
     sampler = rollouts.RolloutSampler(None, TRAIN, LORA, "base", tmp_path, rank=1)
-    engine = sampler.sampler
-    assert engine.kwargs["enable_sleep_mode"] is cuda
-    assert engine.kwargs["dtype"] == "float32"  # train.vllm reaches the engine
     policy = FakePolicy()
     settings = SamplingSettings(max_new_tokens=8)
     for step in (1, 2):
         policy.version = step
         assert sampler.sample(policy, ["p"], settings, seed=step) == ["sample of p"]
+    engine = sampler.sampler.engine
+    assert isinstance(sampler.sampler, vllm_module.VLLMRolloutSampler)
+    assert engine.kwargs["enable_sleep_mode"] is cuda
+    assert engine.kwargs["dtype"] == "float32"  # train.vllm reaches the engine
+    assert engine.kwargs["max_lora_rank"] == LORA.r
     sampler.teacher_samples(policy, ["q"], settings, seed=3)
     rollout_calls = [("sync", "rank1", "v1"), ("sample", "rank1"), ("sync", "rank1", "v2"),
                      ("sample", "rank1"), ("sample", None)]  # fmt: skip
@@ -82,3 +85,16 @@ def test_rollouts_sync_the_current_adapter_and_sleep_only_on_a_gpu(monkeypatch, 
     else:
         expected = rollout_calls
     assert engine.calls == expected
+
+
+def test_each_rollout_backend_makes_its_registered_sampler(tmp_path):
+    """hf samples the live policy itself: nothing is made or loaded for it."""
+    import dataclasses
+
+    from dashrepro.sampling.hf import LivePolicySampler
+
+    train = dataclasses.replace(TRAIN, rollout_backend="hf")
+    sampler = rollouts.RolloutSampler("tok", train, LORA, "base", tmp_path, rank=0)
+    made = sampler.policy_sampler(FakePolicy())
+    assert isinstance(made, LivePolicySampler) and made.tokenizer == "tok"
+    assert sampler.policy_sampler(None) is made  # made once

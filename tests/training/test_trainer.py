@@ -302,3 +302,18 @@ def test_a_one_process_run_without_deepspeed_never_imports_it(tiny_setup, tmp_pa
                           capture_output=True, text=True, check=True)  # fmt: skip
     assert (tmp_path / "checkpoint-1" / "adapter_model.safetensors").is_file()
     assert json.loads(done.stdout.strip().splitlines()[-1]) == []
+
+
+def test_training_with_compiled_rollouts_runs_every_phase(tiny_setup, tmp_path, default_config):
+    """``rollout_backend: hf_compiled``: two steps, the teacher's adapter-off analyses and the
+    student's rollouts both drawn from the compiled copy, which follows the adapter's update."""
+    config = {**default_config["protocol"], "teacher_context": "reason_first"}
+    metrics = train_one_step(
+        tiny_setup, tmp_path, default_config["methods"]["dash"],
+        protocol={**config, "analysis_max_tokens": 6}, steps=2, lr=0.5,
+        rollout_backend="hf_compiled",
+    )  # fmt: skip
+    assert metrics["loss"].notna().all() and len(metrics) == 2
+    contexts = pd.read_parquet(tmp_path / "teacher_contexts.parquet")
+    assert set(contexts["step"]) == {1, 2} and contexts["analysis_tokens"].between(1, 6).all()
+    assert (tmp_path / "checkpoint-2" / "adapter_model.safetensors").is_file()

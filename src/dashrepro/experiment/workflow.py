@@ -51,6 +51,7 @@ from dashrepro.layout import (
     resolve_repo_path,
 )
 from dashrepro.objectives.registry import teacher_views_of
+from dashrepro.sampling.backends import CPU_ENVIRONMENT, GPU_ENVIRONMENT, environment, needs_gpu
 from dashrepro.settings import (
     GenerationSettings,
     GradingSettings,
@@ -61,6 +62,7 @@ from dashrepro.training.methods import training_entry
 
 CPU_ENV = "../envs/cpu.yaml"
 GPU_ENV = "../envs/gpu.yaml"
+ENVIRONMENTS = {CPU_ENVIRONMENT: CPU_ENV, GPU_ENVIRONMENT: GPU_ENV}
 TABLE_FORMATS = ("csv", "md", "tex")
 FIGURE_FORMATS = ("png", "pdf", "json")
 # The file of an input set in a checkpoint's evaluation folder, and in a run's folder.
@@ -108,10 +110,11 @@ class Experiment:
         # What a checkpoint's responses depend on, and how they are graded: the jobs' params.
         self.generation = GenerationSettings.job_params(config["evaluation"])
         self.grading = GradingSettings.job_params(config["evaluation"])
-        # vLLM needs the GPU stack: the generating rules' environment, and one GPU per job.
-        vllm = GenerationSettings.from_config(config["evaluation"]).backend == "vllm"
-        self.generation_env = GPU_ENV if vllm else CPU_ENV
-        self.evaluation_gpus = 1 if vllm else 0
+        # A generation on CUDA (vLLM's always) needs the GPU stack: the generating rules'
+        # environment, and one GPU per job (sampling.backends says which backend runs where).
+        gpu = GenerationSettings.from_config(config["evaluation"]).needs_gpu
+        self.generation_env = ENVIRONMENTS[environment(gpu)]
+        self.evaluation_gpus = 1 if gpu else 0
         # The scores tables (rows are methods, cells means over seeds of selected checkpoints),
         # which statistics and the audit follow down to their graded samples.
         self.score_tables = {
@@ -155,11 +158,11 @@ class Experiment:
         """The GPU environment for a GPU run (vLLM rollouts, bf16 or DeepSpeed), else CPU's."""
         train = self.train_settings(scale)
         gpu = (
-            train.rollout_backend == "vllm"
+            needs_gpu(train.rollout_backend)
             or train.precision == "bf16"
             or bool(train.deepspeed_config)
         )
-        return GPU_ENV if gpu else CPU_ENV
+        return ENVIRONMENTS[environment(gpu)]
 
     def training_gpus(self, scale: str) -> int:
         """GPUs of a scale's training job: its ``num_processes``, so config and profile agree."""

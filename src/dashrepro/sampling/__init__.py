@@ -1,13 +1,16 @@
-"""Sampling responses: one interface, two backends (see ``sampling.base``).
+"""Sampling responses: one interface, its backends registered in ``sampling.backends``.
 
 from dashrepro.sampling import SamplingSettings, make_sampler
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
+from dashrepro.sampling.backends import BACKENDS, backend
 from dashrepro.sampling.base import (
+    PolicySampler,
     Sample,
     Sampler,
     SamplingSettings,
@@ -16,32 +19,35 @@ from dashrepro.sampling.base import (
     request_seed,
 )
 
-BACKENDS = ("hf", "vllm")
-
 __all__ = [
     "BACKENDS",
+    "PolicySampler",
     "Sample",
     "Sampler",
     "SamplingSettings",
     "adapter_key",
     "derive_seed",
+    "make_rollout_sampler",
     "make_sampler",
     "request_seed",
 ]
 
 
-def make_sampler(backend: str, **kwargs: Any) -> Sampler:
-    """The sampler of ``backend`` ("vllm" or "hf"), built with ``kwargs`` (``base_model=...``).
+def _class(name: str, attribute: str):
+    spec = backend(name)
+    return getattr(importlib.import_module(spec.module), getattr(spec, attribute))
 
-    The backend modules are imported here, so importing this package pulls in neither torch
+
+def make_sampler(name: str, **kwargs: Any) -> Sampler:
+    """The evaluation sampler of backend ``name``, built with ``kwargs`` (``base_model=...``).
+
+    The backend's module is imported here, so importing this package pulls in neither torch
     nor vLLM.
     """
-    if backend == "vllm":
-        from dashrepro.sampling.vllm import VLLMSampler
+    return _class(name, "sampler")(**kwargs)
 
-        return VLLMSampler(**kwargs)
-    if backend == "hf":
-        from dashrepro.sampling.hf import HFSampler
 
-        return HFSampler(**kwargs)
-    raise ValueError(f"unknown sampling backend {backend!r}; expected one of {BACKENDS}")
+def make_rollout_sampler(name: str, tokenizer, **kwargs: Any) -> PolicySampler:
+    """The trainer's rollout sampler of backend ``name``; each takes the keyword arguments it
+    needs (``base_model``, ``policy``, ``precision``, ``adapter_dir``, ``rank``, ...)."""
+    return _class(name, "rollout_sampler")(tokenizer, **kwargs)

@@ -1,9 +1,10 @@
 """What every sampling backend shares: settings, the sample record, the interface, the seeds.
 
 Evaluation (``dashrepro.evaluation``) and the trainer's rollouts (``dashrepro.training``) sample
-through one interface, ``Sampler.sample(prompts, settings, seed, adapter_dir=...)``, with two
-backends behind it: Hugging Face ``generate`` (``sampling.hf``, CPU and tests) and vLLM
-(``sampling.vllm``, GPU). ``make_sampler(backend, base_model=...)`` picks one from the config.
+through one interface, ``Sampler.sample(prompts, settings, seed, adapter_dir=...)`` (the
+trainer's: ``PolicySampler``), with the backends of ``sampling.backends`` behind it: Hugging Face
+``generate`` eager (``sampling.hf``) or compiled on a plain copy (``sampling.hf_compiled``), and
+vLLM (``sampling.vllm``, GPU). ``make_sampler(backend, base_model=...)`` picks one.
 
 Seeds: every seed a backend or the trainer derives comes from ``derive_seed(*parts)``.
 
@@ -66,6 +67,22 @@ class Sampler(Protocol):
         seed: int,
         adapter_dir: str | Path | None = None,
         adapter_version: int | None = None,
+    ) -> list[Sample]: ...
+
+
+class PolicySampler(Protocol):
+    """What the trainer's rollouts need from a backend (``make_rollout_sampler``): samples of
+    the live PEFT policy as it is now (a backend that samples its own copy syncs the adapter
+    into it first) and of its base model, adapter off (the privileged teacher's analyses)."""
+
+    tokenizer: Any
+
+    def sample(
+        self, policy, prompts: Sequence[str], settings: SamplingSettings, seed: int
+    ) -> list[Sample]: ...
+
+    def sample_base(
+        self, policy, prompts: Sequence[str], settings: SamplingSettings, seed: int
     ) -> list[Sample]: ...
 
 

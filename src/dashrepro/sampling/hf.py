@@ -11,7 +11,7 @@ which case its ``finish_reason`` is ``"length"``.
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +41,12 @@ def sample_responses(
     prompts: Sequence[str],
     settings: SamplingSettings,
     seed: int,
+    make_cache: Callable[[int, int], object] | None = None,
 ) -> list[Sample]:
-    """One sampled response per prompt (repeat a prompt to get several), in prompt order."""
+    """One sampled response per prompt (repeat a prompt to get several), in prompt order.
+
+    ``make_cache(rows, positions)``: the key/value cache of one ``generate`` call (None: a
+    preallocated one, made for the call)."""
     eos_id = tokenizer.eos_token_id
     pad_id = tokenizer.pad_token_id
     encoded = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
@@ -67,9 +71,9 @@ def sample_responses(
                 max_new_tokens=settings.max_new_tokens,
                 eos_token_id=eos_id,
                 pad_token_id=pad_id,
-                # Sized once for the call: the same samples, without copying the whole cache
-                # at every step (sampling.kv_cache).
-                past_key_values=preallocated_cache(ids.shape[1] + settings.max_new_tokens),
+                past_key_values=(make_cache or _call_cache)(
+                    len(chunk), ids.shape[1] + settings.max_new_tokens
+                ),
             )
             generated = out[:, ids.shape[1] :].tolist()
             for offset, row in enumerate(generated):
@@ -85,6 +89,12 @@ def sample_responses(
         torch.random.set_rng_state(generator_state)
         model.train(was_training)
     return samples
+
+
+def _call_cache(rows: int, positions: int):
+    # Sized once for the call: the same samples, without copying the whole cache at every step
+    # (sampling.kv_cache).
+    return preallocated_cache(positions)
 
 
 class ModelSampler:
@@ -114,8 +124,8 @@ class ModelSampler:
         return samples
 
 
-def load_policy(base_model_dir: str | Path, adapter_dir: str | Path | None):
-    """The base model (fp32, eval mode, on the GPU where there is one), with the LoRA adapter in
+def load_policy(base_model_dir: str | Path, adapter_dir: str | Path | None, device: str = "cpu"):
+    """The base model (fp32, eval mode, on ``device``), with the LoRA adapter in
     ``adapter_dir`` if given."""
     from transformers import AutoModelForCausalLM
 
@@ -124,14 +134,12 @@ def load_policy(base_model_dir: str | Path, adapter_dir: str | Path | None):
         from dashrepro.adapters import load_adapter
 
         model = load_adapter(model, adapter_dir)
-    if torch.cuda.is_available():
-        model = model.to("cuda")
-    model.eval()
+    model.to(device).eval()
     return model
 
 
 class HFSampler:
-    """``sample_responses`` behind the ``Sampler`` interface (the CPU backend).
+    """``sample_responses`` behind the ``Sampler`` interface (the ``hf`` backend).
 
     Policies (base model, or base + adapter) are loaded with ``load_policy`` and kept
     in a small LRU cache keyed by (adapter folder, version); ``sync_adapter`` drops a folder's
@@ -140,9 +148,15 @@ class HFSampler:
     """
 
     def __init__(
-        self, base_model: str | Path, *, tokenizer=None, max_cached_policies: int = 2
+        self,
+        base_model: str | Path,
+        *,
+        tokenizer=None,
+        max_cached_policies: int = 2,
+        device: str = "cpu",
     ) -> None:
         self.base_model = str(base_model)
+        self.device = device
         if tokenizer is None:
             from dashrepro.io import load_tokenizer
 
@@ -156,7 +170,7 @@ class HFSampler:
         if key in self._policies:
             self._policies.move_to_end(key)
             return self._policies[key]
-        model = load_policy(self.base_model, key[0])
+        model = load_policy(self.base_model, key[0], self.device)
         self._policies[key] = model
         while len(self._policies) > self.max_cached_policies:
             self._policies.popitem(last=False)
@@ -180,3 +194,18 @@ class HFSampler:
         for sample in samples:
             sample.seed = seed
         return samples
+
+
+class LivePolicySampler:
+    """The trainer's ``hf`` rollouts: ``sample_responses`` on the live PEFT policy itself (the
+    teacher's analyses with its adapter disabled); there is nothing to sync."""
+
+    def __init__(self, tokenizer, **_: Any) -> None:
+        self.tokenizer = tokenizer
+
+    def sample(self, policy, prompts, settings: SamplingSettings, seed: int) -> list[Sample]:
+        return sample_responses(policy, self.tokenizer, prompts, settings, seed=seed)
+
+    def sample_base(self, policy, prompts, settings: SamplingSettings, seed: int) -> list[Sample]:
+        with policy.disable_adapter():
+            return sample_responses(policy, self.tokenizer, prompts, settings, seed=seed)

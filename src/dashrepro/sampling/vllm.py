@@ -312,3 +312,64 @@ class VLLMSampler:
         if not hasattr(self.llm, name):
             raise RuntimeError(f"this vLLM version has no LLM.{name}()")
         return getattr(self.llm, name)
+
+
+def sleep_mode_available() -> bool:
+    """Whether a CUDA device is here: vLLM's sleep mode needs one (its CPU build has none)."""
+    import torch
+
+    return torch.cuda.is_available()
+
+
+class VLLMRolloutSampler:
+    """The trainer's ``vllm`` rollouts: a colocated engine, the live adapter saved to
+    ``adapter_dir/rank<rank>`` and synced into it before each sampling; the engine sleeps
+    between samplings on a GPU, so that training gets the memory back (level 1 keeps the
+    weights in CPU memory)."""
+
+    def __init__(
+        self,
+        tokenizer,
+        *,
+        base_model: str | Path,
+        adapter_dir: str | Path,
+        rank: int,
+        lora_rank: int,
+        max_model_len: int | None,
+        engine_options: Mapping[str, Any],
+        **_: Any,
+    ) -> None:
+        self.tokenizer = tokenizer
+        self.sleep_mode = sleep_mode_available()
+        self.engine = VLLMSampler(
+            str(base_model),
+            max_lora_rank=lora_rank,
+            enable_sleep_mode=self.sleep_mode,
+            max_model_len=max_model_len,
+            **dict(engine_options),
+        )
+        self.folder = Path(adapter_dir) / f"rank{rank}"
+
+    def sample(self, policy, prompts, settings: SamplingSettings, seed: int) -> list[Sample]:
+        from dashrepro.adapters import save_adapter
+
+        save_adapter(policy, self.folder)
+        return self._awake(lambda: self._synced_sample(prompts, settings, seed))
+
+    def _synced_sample(self, prompts, settings: SamplingSettings, seed: int) -> list[Sample]:
+        self.engine.sync_adapter(self.folder)
+        return self.engine.sample(prompts, settings, seed, adapter_dir=self.folder)
+
+    def sample_base(self, policy, prompts, settings: SamplingSettings, seed: int) -> list[Sample]:
+        return self._awake(lambda: self.engine.sample(prompts, settings, seed, adapter_dir=None))
+
+    def _awake(self, work: Callable[[], list[Sample]]) -> list[Sample]:
+        if self.sleep_mode:
+            self.engine.wake_up()
+        samples = work()
+        if self.sleep_mode:
+            self.engine.sleep(level=1)
+        return samples
+
+    def shutdown(self) -> None:
+        self.engine.shutdown()

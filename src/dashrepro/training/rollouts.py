@@ -1,10 +1,10 @@
-"""Student rollouts of one micro-batch, through a sampler backend: HF ``generate`` or vLLM.
+"""Student rollouts of one micro-batch, through the rollout backend's ``PolicySampler``.
 
 One rollout per problem from the problem alone, with the run's sampling settings and a seed
 derived from (run seed, step, global micro-batch), so a rollout does not depend on how the
 micro-batches are spread over processes. ``train.rollout_backend``: ``hf`` samples the live
-PEFT model; ``vllm`` a colocated engine, the current adapter synced into it before each
-micro-batch (asleep between samplings on a GPU). A prompt with no room for one response token
+PEFT model; ``hf_compiled`` a plain copy refreshed from it after each optimizer step; ``vllm`` a
+colocated engine, the current adapter synced into it before each micro-batch. A prompt with no room for one response token
 is never truncated: its micro-batch is skipped. Rewards: the exact-match grade of the final
 answer. The details: docs/training.md.
 
@@ -19,21 +19,12 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from dashrepro.adapters import save_adapter
 from dashrepro.data.prompts import render_student_prompt
 from dashrepro.grading import reward_exact_match
-from dashrepro.sampling import Sample, SamplingSettings
-from dashrepro.sampling.hf import sample_responses
+from dashrepro.sampling import PolicySampler, Sample, SamplingSettings, make_rollout_sampler
 from dashrepro.settings import LoraSettings, TrainSettings
 from dashrepro.training.batching import encode
 from dashrepro.training.teacher import analysis_budget, analysis_request_ids
-
-
-def cuda_available() -> bool:
-    """Whether a CUDA device is here (vLLM's sleep mode needs one)."""
-    import torch
-
-    return torch.cuda.is_available()
 
 
 @dataclass
@@ -61,7 +52,8 @@ def sampling_settings(train: TrainSettings) -> SamplingSettings:
 
 
 class RolloutSampler:
-    """Student rollouts by HF ``generate`` or a colocated vLLM engine with a synced adapter."""
+    """Student rollouts (and the teacher's analyses) through the ``train.rollout_backend``'s
+    ``PolicySampler`` (``sampling.make_rollout_sampler``), made at the first sampling."""
 
     def __init__(
         self,
@@ -73,47 +65,32 @@ class RolloutSampler:
         rank: int,
     ):
         self.tokenizer = tokenizer
-        self.rank = rank
         self.backend = train.rollout_backend
         self.settings = sampling_settings(train)
         self.max_total = train.total_length_cap
-        self.sampler = None
-        self.sleep_mode = False
-        if self.backend == "vllm":
-            from dashrepro.sampling.vllm import VLLMSampler
+        # What each backend may need; each takes its own (sampling.backends).
+        self.options = {
+            "base_model": str(base_model),
+            "adapter_dir": Path(adapter_dir),
+            "rank": rank,
+            "lora_rank": lora.r,
+            "precision": train.precision,
+            "max_model_len": train.max_total_length,
+            "engine_options": dict(train.vllm),
+        }
+        self.sampler: PolicySampler | None = None
 
-            options = dict(train.vllm)
-            self.sleep_mode = cuda_available()
-            self.sampler = VLLMSampler(
-                str(base_model),
-                max_lora_rank=lora.r,
-                enable_sleep_mode=self.sleep_mode,
-                max_model_len=train.max_total_length,
-                **options,
+    def policy_sampler(self, policy) -> PolicySampler:
+        """The backend's sampler (made for ``policy`` the first time)."""
+        if self.sampler is None:
+            self.sampler = make_rollout_sampler(
+                self.backend, self.tokenizer, policy=policy, **self.options
             )
-            self.adapter_dir = Path(adapter_dir)
+        return self.sampler
 
     def sample(self, model, prompts: list[str], settings: SamplingSettings, seed: int) -> list:
         """One sample per prompt from the current adapter of ``model``."""
-        if self.backend == "hf":
-            return sample_responses(model, self.tokenizer, prompts, settings, seed=seed)
-        # vLLM serves the adapter from disk: write the current one, sync, sample, then sleep so
-        # that training gets the GPU memory back (level 1 keeps the weights in CPU memory).
-        folder = self.adapter_dir / f"rank{self.rank}"
-        save_adapter(model, folder)
-        self._wake_up()
-        self.sampler.sync_adapter(folder)
-        samples = self.sampler.sample(prompts, settings, seed, adapter_dir=folder)
-        self._sleep()
-        return samples
-
-    def _wake_up(self) -> None:
-        if self.sleep_mode:
-            self.sampler.wake_up()
-
-    def _sleep(self) -> None:
-        if self.sleep_mode:
-            self.sampler.sleep(level=1)
+        return self.policy_sampler(model).sample(model, prompts, settings, seed)
 
     def teacher_samples(
         self, model, prompts: list[str], settings: SamplingSettings, seed: int
@@ -121,14 +98,8 @@ class RolloutSampler:
         """One sample per prompt from the base model, adapter off: the privileged teacher's
         analyses in ``reason_first`` mode. (siyan-zhao/OPSD generates them with its vLLM engine,
         which holds the student's merged adapter; the paper's teacher is the adapter-off model,
-        which is what this samples on both backends.)"""
-        if self.backend == "hf":
-            with model.disable_adapter():
-                return sample_responses(model, self.tokenizer, prompts, settings, seed=seed)
-        self._wake_up()
-        samples = self.sampler.sample(prompts, settings, seed, adapter_dir=None)
-        self._sleep()
-        return samples
+        which is what this samples on every backend.)"""
+        return self.policy_sampler(model).sample_base(model, prompts, settings, seed)
 
     def analyses(
         self, policy, share: Share, protocol, max_positions: int | None, seed: int, timings: dict
