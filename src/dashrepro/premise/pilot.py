@@ -38,7 +38,8 @@ TARGET_GATE_IQR = 0.25
 
 
 def checkpoint_scores(experiment: str, method: str, scale: str, directory: Path) -> pd.DataFrame:
-    """Avg@k of every evaluated checkpoint of ``method`` at ``scale``: seed, step, cell, score."""
+    """Avg@k of every evaluated checkpoint of ``method`` at ``scale``: seed, step, cell, score,
+    and the summary file each row was read from (``summary_file``, the records' inputs)."""
     results = layout.Results(experiment)
     folder = directory / results.root / "eval" / method / scale
     rows = []
@@ -46,7 +47,8 @@ def checkpoint_scores(experiment: str, method: str, scale: str, directory: Path)
         summary = json.loads(path.read_text())
         for cell, values in summary["benchmarks"].items():
             rows.append({"seed": int(summary["seed"]), "step": int(summary["step"]),
-                         "cell": cell, "method": method, "score": float(values["avg_at_k"])})  # fmt: skip
+                         "cell": cell, "method": method, "score": float(values["avg_at_k"]),
+                         "summary_file": path})  # fmt: skip
     if not rows:
         raise FileNotFoundError(f"no evaluated checkpoint of {method!r} at {scale!r} in {folder}")
     return pd.DataFrame(rows)
@@ -122,8 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     tokens = args.directory / results.premise_file(layout.PREMISE_TOKENS, args.scale)
     if tokens.is_file():
         summary.update(probe_choices(read_parquet(tokens)))
-    folder = args.directory / results.root / "eval" / args.method / args.scale
-    read = sorted(folder.glob(f"seed*/step*/{layout.SUMMARY}")) + [tokens] * tokens.is_file()
+    read = sorted(set(scores["summary_file"])) + [tokens] * tokens.is_file()
     summary["inputs"] = {str(path.relative_to(args.directory)): sha256_file(path) for path in read}
     text = json.dumps(summary, indent=2, default=str)
     if args.out:
