@@ -91,13 +91,16 @@ def test_a_budget_that_cannot_hold_one_response_stops_before_loading(tmp_path, m
         CompiledSampler(folder, kv_cache_budget_gib=1e-6, response_cap=10_000)
 
 
-def test_the_batch_is_planned_from_the_budget(tmp_path):
+def test_the_batch_is_planned_from_the_budget_at_the_cache_length(tmp_path):
+    """Rows of the bucketed cache length (256 positions) within the budget, and one cache
+    held at a time (two would hold twice the budget)."""
     folder, _, prompts = save_tiny_model(tmp_path / "base", ARCH)
     # ARCH: 1 layer, 1 key/value head of 16 dims, fp32: 128 bytes a position.
-    sampler = CompiledSampler(folder, kv_cache_budget_gib=3 * 128 * 64 / 2**30)
-    assert sampler.batch_for(64, requests=10) == 3
+    sampler = CompiledSampler(folder, kv_cache_budget_gib=3 * 128 * 256 / 2**30)
+    assert sampler.batch_for(64, requests=10) == sampler.batch_for(256, requests=10) == 3
+    assert sampler.batch_for(257, requests=10) == 1  # 512 positions
+    with pytest.raises(ValueError, match="one response of 1,024 positions"):
+        sampler.batch_for(800, requests=10)
     samples = sampler.sample(prompts * 2, SamplingSettings(max_new_tokens=8), seed=0)
-    assert len(samples) == 8
-    widest = max(len(sampler.tokenizer(p)["input_ids"]) for p in prompts)
-    rows = sampler.batch_for(widest + 8, requests=8)
-    assert {key[0] for key in sampler.caches.caches} == {rows, 8 % rows or rows}
+    assert len(samples) == 8 and all(len(s.token_ids) >= 1 for s in samples)
+    assert list(sampler.caches.caches) == [(8 % 3, 256)]  # the last call's (3, 3, then 2 rows)

@@ -34,6 +34,9 @@ class FakeEngine:
         self.calls.append(("sample", None if adapter_dir is None else adapter_dir.name))
         return [f"sample of {p}" for p in prompts]
 
+    def shutdown(self):
+        self.calls.append(("shutdown",))
+
 
 class FakePolicy:
     """A model whose ``save_pretrained`` writes its current version (no adapter config)."""
@@ -85,6 +88,8 @@ def test_rollouts_sync_the_current_adapter_and_sleep_only_on_a_gpu(monkeypatch, 
     else:
         expected = rollout_calls
     assert engine.calls == expected
+    sampler.shutdown()
+    assert engine.calls[-1] == ("shutdown",)
 
 
 def test_each_rollout_backend_makes_its_registered_sampler(tmp_path):
@@ -98,3 +103,4 @@ def test_each_rollout_backend_makes_its_registered_sampler(tmp_path):
     made = sampler.policy_sampler(FakePolicy())
     assert isinstance(made, LivePolicySampler) and made.tokenizer == "tok"
     assert sampler.policy_sampler(None) is made  # made once
+    sampler.shutdown()  # nothing to stop

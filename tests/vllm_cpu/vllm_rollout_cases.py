@@ -65,7 +65,7 @@ def run_and_shut_down(run: DistillationRecipe) -> None:
     try:
         run.train()
     finally:
-        run.rollouts.sampler.shutdown()
+        run.rollouts.shutdown()
 
 
 def adapter_weights(out_dir: Path, step: int) -> dict[str, torch.Tensor]:
@@ -74,7 +74,7 @@ def adapter_weights(out_dir: Path, step: int) -> dict[str, torch.Tensor]:
 
 def test_each_steps_rollouts_come_from_that_steps_adapter(setup, tmp_path):
     run = recipe(setup, tmp_path / "out", temperature=0.0, loss_temperature=1.0, steps=3)
-    assert run.rollouts.backend == "vllm" and not run.rollouts.sleep_mode  # no CUDA here
+    assert run.rollouts.backend == "vllm"
     calls = []
     original = run.rollouts.sample
 
@@ -89,6 +89,7 @@ def test_each_steps_rollouts_come_from_that_steps_adapter(setup, tmp_path):
     run.rollouts.sample = recording_sample
     run_and_shut_down(run)
     assert len(calls) == 3  # one micro-batch per step
+    assert not run.rollouts.sampler.sleep_mode  # no CUDA here
 
     greedy = {}  # call -> HF greedy token ids under that call's adapter, for its prompts
     for k, call in enumerate(calls, start=1):

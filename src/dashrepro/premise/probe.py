@@ -119,9 +119,7 @@ class PremiseProbe:
                 share.analyses = sampler.analyses(
                     self.policy, share, self.protocol, self.max_positions, seed, timings
                 )
-            engine = getattr(sampler.sampler, "shutdown", None)
-            if engine is not None:  # a vLLM engine gives its memory back before the scoring
-                engine()
+            sampler.shutdown()  # a vLLM engine gives its memory back before the scoring
         return share
 
     @torch.no_grad()

@@ -3,7 +3,7 @@
 Eager HF generation launches thousands of small kernels a decode step and leaves a GPU idle
 most of the time (benchmarks/measured/gpu_proof_h200_2026-11-27). Here the model is a
 ``PolicyCopy`` (no PEFT wrappers; the adapter's delta written into the weights in place), its
-key/value cache a ``StaticCache`` kept for the sampler's life, one per (rows, positions) shape,
+key/value cache a ``StaticCache`` per (rows, positions) shape, reset and reused call after call,
 and the decode step compiled by transformers' generation (``CompileConfig``: CUDA graphs on a
 GPU, inductor on a CPU). In place means no recompilation after an adapter update:
 ``compile_counts`` says how many graphs were compiled and recorded. The samples follow the
@@ -48,24 +48,33 @@ def compile_decoding(model) -> None:
     model.generation_config.compile_config = config
 
 
-class StaticCaches:
-    """One ``StaticCache`` per (rows, positions) shape, reset and reused: its tensors keep their
-    addresses, so the compiled step is neither recompiled nor re-recorded."""
+def bucketed(positions: int) -> int:
+    """The cache length of a call needing ``positions``: rounded up to ``POSITION_BUCKET``."""
+    return -(-positions // POSITION_BUCKET) * POSITION_BUCKET
 
-    def __init__(self, config) -> None:
+
+class StaticCaches:
+    """A ``StaticCache`` per (rows, positions) shape, reset and reused: its tensors keep their
+    addresses, so the compiled step is neither recompiled nor re-recorded. At most ``keep`` are
+    held (the oldest dropped first): evaluation keeps one, whose size the budget plans."""
+
+    def __init__(self, config, keep: int) -> None:
         self.config = config
+        self.keep = keep
         self.caches: dict[tuple[int, int], Any] = {}
 
     def __call__(self, rows: int, positions: int):
         from transformers import StaticCache
 
-        positions = -(-positions // POSITION_BUCKET) * POSITION_BUCKET
-        cache = self.caches.get((rows, positions))
+        key = (rows, bucketed(positions))
+        cache = self.caches.pop(key, None)
         if cache is None:
-            cache = StaticCache(config=self.config, max_cache_len=positions)
-            self.caches[rows, positions] = cache
+            while len(self.caches) >= self.keep:
+                self.caches.pop(next(iter(self.caches)))
+            cache = StaticCache(config=self.config, max_cache_len=key[1])
         else:
             cache.reset()
+        self.caches[key] = cache  # the newest last
         return cache
 
 
@@ -119,18 +128,19 @@ class CompiledSampler:
             self.batch_for(1 + response_cap, 1)  # a clear error before the model is loaded
         self.copy = PolicyCopy.load(base_model, DTYPES[dtype], device)
         compile_decoding(self.copy.model)
-        self.caches = StaticCaches(self.copy.model.config)
+        self.caches = StaticCaches(self.copy.model.config, keep=1)
         self.loaded: tuple[str | None, int | None] = (None, None)
 
     def batch_for(self, row_tokens: int, requests: int) -> int | None:
-        """The planned rows a call at ``row_tokens`` positions (None: no budget stated)."""
+        """The planned rows of a call needing ``row_tokens`` positions a row, at the cache length
+        it gets (``bucketed``); None: no budget stated."""
         if self.budget_gib is None:
             return None
         return planned_batch(
             budget_gib=self.budget_gib,
             shape=self.shape,
             dtype_bytes=self.dtype_bytes,
-            row_tokens=row_tokens,
+            row_tokens=bucketed(row_tokens),
             requests=requests,
         )
 
@@ -167,7 +177,8 @@ class CompiledRolloutSampler:
         dtype = torch.bfloat16 if precision == "bf16" else torch.float32
         self.copy = PolicyCopy.load(base_model, dtype, str(policy.device))
         compile_decoding(self.copy.model)
-        self.caches = StaticCaches(self.copy.model.config)
+        # A few prompt widths' caches (a micro-batch's are small), so that none is remade.
+        self.caches = StaticCaches(self.copy.model.config, keep=4)
 
     def sample(self, policy, prompts, settings: SamplingSettings, seed: int) -> list[Sample]:
         self.copy.refresh(live_deltas(policy))

@@ -88,6 +88,12 @@ class RolloutSampler:
             )
         return self.sampler
 
+    def shutdown(self) -> None:
+        """Stop the backend's engine, if it made one (vLLM's gives its memory back)."""
+        stop = getattr(self.sampler, "shutdown", None)
+        if stop is not None:
+            stop()
+
     def sample(self, model, prompts: list[str], settings: SamplingSettings, seed: int) -> list:
         """One sample per prompt from the current adapter of ``model``."""
         return self.policy_sampler(model).sample(model, prompts, settings, seed)
