@@ -52,6 +52,7 @@ localrules:
     premise,
     published_tables,
     train_all_runs,
+    evaluate_all_runs,
     select_best_checkpoint,
     table,
     figure,
@@ -97,3 +98,8 @@ rule published_tables:
 rule train_all_runs:
     input:
         EXPERIMENT.train_all_runs_files(),
+
+
+rule evaluate_all_runs:
+    input:
+        EXPERIMENT.evaluate_all_runs_files(),

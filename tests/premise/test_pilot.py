@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from dashrepro import layout
 from dashrepro.premise.pilot import checkpoint_scores, main, pilot_summary
@@ -39,12 +38,14 @@ def test_the_best_mean_checkpoint_and_the_seeds_its_spread_needs(tmp_path):
 
 
 def test_main_writes_the_summary_and_a_missing_run_is_named(tmp_path, capsys):
-    with pytest.raises(FileNotFoundError, match="no evaluated checkpoint of 'opsd'"):
-        main(["fam", "--directory", str(tmp_path)])
+    assert main(["fam", "--directory", str(tmp_path)]) == 3  # named, not a traceback
+    assert "no evaluated checkpoint of 'opsd'" in capsys.readouterr().out
     write_run(tmp_path)
     out = tmp_path / "pilot.json"
     assert main(["fam", "--directory", str(tmp_path), "--out", str(out)]) == 0
     assert json.loads(out.read_text())["step"] == 40
+    assert capsys.readouterr().out == f"wrote {out}\n"
+    assert main(["fam", "--directory", str(tmp_path)]) == 0  # no --out: the record on stdout
     assert json.loads(capsys.readouterr().out)["method"] == "opsd"
     needed = json.loads(out.read_text())["seeds_needed"]
     assert json.loads(out.read_text())["study_seeds"] == list(range(needed))
@@ -91,3 +92,19 @@ def test_the_control_and_kappa_come_from_the_probes_gates_and_the_record_names_i
     assert (
         len(record["inputs"]) == 6 * 2 + 1 and str(tokens.relative_to(tmp_path)) in record["inputs"]
     )
+
+
+def test_check_holds_the_record_to_its_inputs_and_an_empty_experiment_is_named(tmp_path, capsys):
+    write_run(tmp_path)
+    out = tmp_path / "pilot.json"
+    argv = ["fam", "--directory", str(tmp_path), "--out", str(out), "--most-seeds", "4"]
+    assert main(argv) == 0 and json.loads(out.read_text())["study_seeds"] == [0, 1, 2, 3]
+    assert main([*argv, "--check"]) == 0
+    assert main([*argv[:-1], "5", "--check"]) == 1  # other registered values: named as differing
+    path = tmp_path / layout.Results("fam").checkpoint_file(layout.SUMMARY, "opsd", "tiny", 2, 20)
+    path.write_text(path.read_text().replace('"step": 20', '"step": 20 '))
+    capsys.readouterr()
+    assert main([*argv, "--check"]) == 1
+    assert "eval/opsd/tiny/seed2/step20/summary.json: sha256" in capsys.readouterr().out
+    assert main(["nothing", "--directory", str(tmp_path), "--out", str(out), "--check"]) == 3
+    assert "no evaluated checkpoint of 'opsd'" in capsys.readouterr().out

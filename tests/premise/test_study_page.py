@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pandas as pd
-import pytest
 
 from dashrepro import layout
 from dashrepro.premise.pilot import checkpoint_scores
@@ -71,13 +70,78 @@ def test_the_record_holds_the_registered_tests_at_the_registered_step_and_seeds(
     assert "step 40, seeds [0, 1, 2]" in text
 
 
-def test_a_missing_seed_or_cell_is_named_and_a_moved_kappa_adds_its_dash(tmp_path):
+def test_a_missing_seed_or_cell_is_named_and_a_moved_kappa_adds_its_dash(tmp_path, capsys):
     write_runs(tmp_path, seeds=2)
     registration = tmp_path / "pilot.json"
     registration.write_text(json.dumps(REGISTRATION))
     argv = ["fam", "--directory", str(tmp_path), "--registration", str(registration),
             "--record", str(tmp_path / "r.json"), "--page", str(tmp_path / "p.md")]  # fmt: skip
-    with pytest.raises(FileNotFoundError, match=r"'opsd' has no evaluated step 40 for seeds \[2\]"):
-        main(argv)
+    assert main(argv) == 3  # a clear error, not a traceback (premise.checks' statuses)
+    assert "'opsd' has no evaluated step 40 for seeds [2]" in capsys.readouterr().out
     moved = study_methods({**REGISTRATION, "kappa": 15.849})
     assert moved["dash_kappa"] == "dash_k15p849" and moved["fixed"] == "fixed_lambda_0p5"
+
+
+def _argv(tmp_path, *extra):
+    return ["fam", "--directory", str(tmp_path), "--registration", str(tmp_path / "pilot.json"),
+            "--record", str(tmp_path / "docs" / "study.json"),
+            "--page", str(tmp_path / "docs" / "study.md"), *extra]  # fmt: skip
+
+
+def test_check_passes_on_what_it_wrote_and_names_an_edited_summary(tmp_path, capsys):
+    write_runs(tmp_path)
+    (tmp_path / "pilot.json").write_text(json.dumps(REGISTRATION))
+    assert main(_argv(tmp_path)) == 0
+    figure = tmp_path / "docs" / "assets" / "study-forest.png"
+    assert figure.read_bytes()[:4] == b"\x89PNG"
+    assert "![Each comparison per cell](assets/study-forest.png)" in (
+        tmp_path / "docs" / "study.md"
+    ).read_text()
+    assert main(_argv(tmp_path, "--check")) == 0
+    summary = tmp_path / layout.Results("fam").checkpoint_file(layout.SUMMARY, "dash", "tiny", 1, 40)
+    edited = json.loads(summary.read_text())
+    edited["benchmarks"]["style"]["avg_at_k"] = 99.0
+    summary.write_text(json.dumps(edited))
+    capsys.readouterr()
+    assert main(_argv(tmp_path, "--check")) == 1
+    out = capsys.readouterr().out
+    assert "study.json: differs" in out and "eval/dash/tiny/seed1/step40/summary.json: sha256" in out
+
+
+def test_without_its_inputs_check_holds_the_page_to_the_committed_record(tmp_path, capsys):
+    write_runs(tmp_path)
+    (tmp_path / "pilot.json").write_text(json.dumps(REGISTRATION))
+    assert main(_argv(tmp_path)) == 0
+    import shutil
+
+    shutil.rmtree(tmp_path / "results")
+    assert main(_argv(tmp_path, "--check")) == 0
+    assert "inputs absent" in capsys.readouterr().out
+    page = tmp_path / "docs" / "study.md"
+    page.write_text(page.read_text().replace("**better**", "**worse**", 1))
+    assert main(_argv(tmp_path, "--check")) == 1
+    assert main(_argv(tmp_path, "--from-record")) == 0
+    assert main(_argv(tmp_path, "--check")) == 0
+
+
+def test_an_empty_experiment_or_a_moved_pinned_file_is_a_clear_error(tmp_path, capsys):
+    (tmp_path / "pilot.json").write_text(json.dumps(REGISTRATION))
+    assert main(_argv(tmp_path)) == 3
+    assert "no evaluated checkpoint of 'opsd'" in capsys.readouterr().out
+    write_runs(tmp_path)
+    name = layout.Results("fam").checkpoint_file(layout.SUMMARY, "opsd", "tiny", 0, 40)
+    pinned = {**REGISTRATION, "inputs": {name: "0" * 64}}
+    (tmp_path / "pilot.json").write_text(json.dumps(pinned))
+    assert main(_argv(tmp_path)) == 3
+    assert f"files the registration pins have changed since it was written: ['{name}']" in (
+        capsys.readouterr().out
+    )
+
+
+def test_the_committed_results_page_and_figure_are_what_the_committed_record_gives(
+    repo_root, monkeypatch
+):
+    """On a machine with the study's files this checks the record against them too; here (no
+    files) the page and its forest plot against the committed record."""
+    monkeypatch.chdir(repo_root)
+    assert main(["task_families", "--check"]) == 0

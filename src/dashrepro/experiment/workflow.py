@@ -291,6 +291,16 @@ class Experiment:
             for seed in seeds
         ]
 
+    def evaluate_all_runs_files(self) -> list[str]:
+        """Every checkpoint's evaluation summary of every run of the matrix (the studies read
+        every checkpoint, not only the one a table selects)."""
+        return [
+            path
+            for (method, scale), seeds in self.runs.items()
+            for seed in seeds
+            for path in self.checkpoint_eval_files(SUMMARY, method, scale, seed)
+        ]
+
     def checkpoint_eval_files(self, name: str, method: str, scale: str, seed) -> list[str]:
         """One evaluation file (``SUMMARY``, ``SAMPLES``) of every checkpoint of one run."""
         return [

@@ -9,6 +9,8 @@ into the seeds that detect ``effect`` points at ``power``. From the probe's toke
 fixed-λ control and κ (``probe_choices``); the record names every file it read, with its sha256.
 
     python -m dashrepro.premise.pilot task_families --method opsd --scale tiny
+    python -m dashrepro.premise.pilot task_families --out docs/premise-pilot.json \\
+        --most-seeds 14 --check   # the committed record against its inputs (premise.checks)
 """
 
 from __future__ import annotations
@@ -106,6 +108,21 @@ def study_seeds(summary: Mapping, most: int | None) -> dict:
     return {"study_seeds": list(range(n)), "detectable_effect": effect}
 
 
+def pilot_record(experiment: str, method: str, scale: str, directory: Path,
+                 most_seeds: int | None) -> dict:  # fmt: skip
+    """The pilot's record: its summary, the study's seeds, the probe's choices, its inputs."""
+    scores = checkpoint_scores(experiment, method, scale, directory)
+    summary = pilot_summary(scores, method)
+    summary.update(study_seeds(summary, most_seeds))
+    results = layout.Results(experiment)
+    tokens = directory / results.premise_file(layout.PREMISE_TOKENS, scale)
+    if tokens.is_file():
+        summary.update(probe_choices(read_parquet(tokens)))
+    read = sorted(set(scores["summary_file"])) + [tokens] * tokens.is_file()
+    summary["inputs"] = {str(path.relative_to(directory)): sha256_file(path) for path in read}
+    return summary
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("experiment")
@@ -116,21 +133,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--most-seeds", type=int, help="the most seeds the study's budget fits (absent: no limit)"
     )
+    parser.add_argument("--check", action="store_true",
+                        help="compare the record at --out with what the inputs give now")  # fmt: skip
     args = parser.parse_args(argv)
-    scores = checkpoint_scores(args.experiment, args.method, args.scale, args.directory)
-    summary = pilot_summary(scores, args.method)
-    summary.update(study_seeds(summary, args.most_seeds))
-    results = layout.Results(args.experiment)
-    tokens = args.directory / results.premise_file(layout.PREMISE_TOKENS, args.scale)
-    if tokens.is_file():
-        summary.update(probe_choices(read_parquet(tokens)))
-    read = sorted(set(scores["summary_file"])) + [tokens] * tokens.is_file()
-    summary["inputs"] = {str(path.relative_to(args.directory)): sha256_file(path) for path in read}
+    from dashrepro.premise.checks import CANNOT_CHECK, check_or_write
+
+    if args.check and args.out is None:
+        parser.error("--check needs --out (the committed record)")
+    try:
+        summary = pilot_record(args.experiment, args.method, args.scale, args.directory,
+                               args.most_seeds)  # fmt: skip
+    except (FileNotFoundError, ValueError) as error:
+        print(f"error: {error}" + ("; the record derives no other file, so nothing is compared"
+                                   if args.check else ""))  # fmt: skip
+        return CANNOT_CHECK
     text = json.dumps(summary, indent=2, default=str)
     if args.out:
-        from dashrepro.io import write_text
-
-        write_text(args.out, text + "\n")
+        return check_or_write({args.out: text + "\n"}, args.check)
     print(text)
     return 0
 

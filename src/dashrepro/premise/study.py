@@ -169,10 +169,9 @@ def premise_association(differences: Mapping[str, float], statistic: Mapping[str
 KAPPA_GRID = tuple(float(k) for k in np.round(np.geomspace(1.0, 1000.0, 31), 3)) + (5.0,)
 
 
-def _used_gates(tokens: pd.DataFrame, kappa: float) -> np.ndarray:
-    """DASH's gates at ``kappa`` on a probe's tokens (``r`` per rollout, as the objective
-    computes them: ``objectives.gates_from_gap``), the last one of each rollout left out (never
-    used)."""
+def token_gates(tokens: pd.DataFrame, kappa: float) -> np.ndarray:
+    """DASH's gate at ``kappa`` of every token of a probe's tokens, in their order (``r`` per
+    rollout, as the objective computes them: ``objectives.gates_from_gap``)."""
     import torch  # the objective's own gates; only the study's rules ask for them
 
     from dashrepro.objectives import gates_from_gap
@@ -183,9 +182,17 @@ def _used_gates(tokens: pd.DataFrame, kappa: float) -> np.ndarray:
     r[rollout, position] = torch.tensor(tokens["r"].to_numpy(float, copy=True))
     mask = torch.zeros_like(r, dtype=torch.bool)
     mask[rollout, position] = True
-    gates = gates_from_gap(r, mask, kappa)[rollout, position].numpy()
-    last = tokens.groupby("rollout")["position"].transform("max").to_numpy() == position.numpy()
-    return gates[~last]
+    return gates_from_gap(r, mask, kappa)[rollout, position].numpy()
+
+
+def last_token(tokens: pd.DataFrame) -> np.ndarray:
+    """Whether each of a probe's tokens is its rollout's last (whose gate is never used)."""
+    return (tokens.groupby("rollout")["position"].transform("max") == tokens["position"]).to_numpy()
+
+
+def _used_gates(tokens: pd.DataFrame, kappa: float) -> np.ndarray:
+    """DASH's gates at ``kappa`` on a probe's tokens, the last one of each rollout left out."""
+    return token_gates(tokens, kappa)[~last_token(tokens)]
 
 
 def gate_iqr(tokens: pd.DataFrame, kappa: float) -> float:

@@ -8,6 +8,13 @@ cells' statistics, the differences with their intervals and verdicts, the false 
 secondary association, whichever way they fall.
 
     python -m dashrepro.premise.study_page task_families
+    python -m dashrepro.premise.study_page task_families --check   # the committed files
+    python -m dashrepro.premise.study_page task_families --from-record   # page from the record
+
+The page also draws each contrast per cell with its interval (a forest plot, beside the page
+under ``assets/``) and flags the cells where every method sits at chance. ``--check`` compares the
+committed record, page and figure with what the inputs give now (``premise.checks``' statuses);
+with the inputs absent, the page and figure with what the committed record gives.
 """
 
 from __future__ import annotations
@@ -22,7 +29,8 @@ import pandas as pd
 
 from dashrepro import layout
 from dashrepro.analysis.run_facts import job_seconds_by_rule
-from dashrepro.io import read_csv, sha256_file, write_text
+from dashrepro.io import read_csv, sha256_file
+from dashrepro.premise.checks import CANNOT_CHECK, check_committed_only, check_or_write
 from dashrepro.premise.pilot import PAPER_KAPPA, checkpoint_scores
 from dashrepro.premise.study import cell_tests, premise_association
 
@@ -30,6 +38,8 @@ from dashrepro.premise.study import cell_tests, premise_association
 REGISTRATION = Path("docs") / "premise-pilot.json"
 RECORD = Path("docs") / "premise-study-results.json"
 PAGE = Path("docs") / "premise-study-results.md"
+#: Chance on the families (a one-digit answer), and how near it a cell is at the floor (points).
+CHANCE, FLOOR_WITHIN = 10.0, 5.0
 #: The premise statistics the secondary analysis sets against DASH - OPSD, across cells.
 SECONDARY = ("spearman_D_reward_range", "weight_departure", "spearman_within_excess")
 #: The cells' premise statistics the page shows.
@@ -64,10 +74,12 @@ def study_record(experiment: str, registration: Mapping, directory: Path, scale:
     """Every number of the report, from the runs' files at the registered step and seeds."""
     methods, step = study_methods(registration), registration["step"]
     seeds, results = registration["study_seeds"], layout.Results(experiment)
-    parts, inputs = [], {}
+    parts, inputs, by_step = [], {}, {}
     for method in dict.fromkeys(methods.values()):
-        scores = checkpoint_scores(experiment, method, scale, directory)
-        scores = scores[(scores["step"] == step) & scores["seed"].isin(seeds)]
+        every = checkpoint_scores(experiment, method, scale, directory)
+        every = every[every["seed"].isin(seeds)]
+        by_step[method] = {int(s): float(v) for s, v in every.groupby("step")["score"].mean().items()}
+        scores = every[every["step"] == step]
         absent = sorted(set(seeds) - set(scores["seed"]))
         if absent:
             raise FileNotFoundError(f"{method!r} has no evaluated step {step} for seeds {absent}")
@@ -75,6 +87,10 @@ def study_record(experiment: str, registration: Mapping, directory: Path, scale:
         for seed in seeds:
             path = directory / results.checkpoint_file(layout.SUMMARY, method, scale, seed, step)
             inputs[str(path.relative_to(directory))] = sha256_file(path)
+    moved = [name for name, digest in (registration.get("inputs") or {}).items()
+             if name in inputs and inputs[name] != digest]  # fmt: skip
+    if moved:
+        raise ValueError(f"files the registration pins have changed since it was written: {moved}")
     scores = pd.concat(parts, ignore_index=True)
     cells = list(dict.fromkeys(scores["cell"]))
     statistics_path = directory / results.premise_file(f"{layout.PREMISE_STATISTICS}.csv", scale)
@@ -96,6 +112,7 @@ def study_record(experiment: str, registration: Mapping, directory: Path, scale:
         "margin": margin,
         "methods": methods,
         "means": scores.groupby(["method", "cell"])["score"].mean().unstack().to_dict("index"),
+        "means_by_step": by_step,
         "statistics": statistics.to_dict("index"),
         "tests": tests,
         "secondary": {
@@ -159,6 +176,61 @@ def study_markdown(record: Mapping) -> str:
     return "\n".join(lines) + "\n"
 
 
+def floor_cells(record: Mapping, chance: float = CHANCE, within: float = FLOOR_WITHIN) -> list:
+    """The cells where every method's mean lies within ``within`` points of chance: a difference
+    there says nothing about a method (nothing was learned to lose or gain)."""
+    means = record["means"]
+    return [cell for cell in record["statistics"]
+            if all(abs(means[m][cell] - chance) <= within for m in means)]  # fmt: skip
+
+
+def forest_rows(record: Mapping) -> list[dict]:
+    """The forest plot's rows: each comparison in each cell."""
+    return [{"label": f"{name}: {row['cell']}", "difference": row["difference"],
+             "low": row["low"], "high": row["high"]}
+            for name, rows in record["tests"].items() for row in rows]  # fmt: skip
+
+
+def figure_bytes(record: Mapping) -> bytes:
+    """The forest plot of ``record``, as the page's figure file holds it."""
+    import tempfile
+
+    from dashrepro.premise.forest import forest_plot
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "forest.png"
+        forest_plot(forest_rows(record), path, f"Each comparison per cell at step "
+                    f"{record['step']} (95 % t intervals over {len(record['seeds'])} seeds)",
+                    margin=record["margin"])  # fmt: skip
+        return path.read_bytes()
+
+
+def page_text(record: Mapping, record_name: str, figure: str) -> str:
+    """The whole page: where it comes from, the forest plot, the caveats, the tables."""
+    floor = floor_cells(record)
+    lines = ["# The premise study: results", "",
+             "Written by `python -m dashrepro.premise.study_page "
+             f"{record['experiment']}` from the files its record (`{record_name}`) names, with "
+             "their sha256; the analysis is the [pre-registration](premise-study.md)'s, and what "
+             "it did not test is listed there (Deviations).", "",
+             f"![Each comparison per cell]({figure})", ""]  # fmt: skip
+    if floor:
+        lines += [f"At chance: in {', '.join(f'`{c}`' for c in floor)} every method's mean is "
+                  f"within {FLOOR_WITHIN:g} points of chance ({CHANCE:g} %), so a difference "
+                  "there is a floor effect, not evidence about a method.", ""]  # fmt: skip
+    by_step = record.get("means_by_step")
+    if by_step:
+        steps = sorted({int(s) for curve in by_step.values() for s in curve})
+        lines += ["### Mean Avg@k over cells at every evaluated step", "",
+                  "| method | " + " | ".join(f"step {s}" for s in steps) + " |",
+                  "|---" * (len(steps) + 1) + "|"]  # fmt: skip
+        for method, curve in by_step.items():
+            values = [_number(curve.get(str(s), curve.get(s))) for s in steps]
+            lines.append(f"| `{method}` | " + " | ".join(values) + " |")
+        lines.append("")
+    return "\n".join(lines) + "\n" + study_markdown(record)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("experiment")
@@ -167,17 +239,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--registration", type=Path, default=REGISTRATION)
     parser.add_argument("--record", type=Path, default=RECORD)
     parser.add_argument("--page", type=Path, default=PAGE)
+    parser.add_argument("--check", action="store_true",
+                        help="compare the committed record, page and figure with the inputs")  # fmt: skip
+    parser.add_argument("--from-record", action="store_true",
+                        help="write the page and figure from the committed record alone")  # fmt: skip
     args = parser.parse_args(argv)
-    registration = json.loads(args.registration.read_text())
-    registration["sha256"] = sha256_file(args.registration)
-    record = study_record(args.experiment, registration, args.directory, args.scale)
-    write_text(args.record, json.dumps(record, indent=2, default=float) + "\n")
-    write_text(args.page, "# The premise study: results\n\nWritten by `python -m "
-               f"dashrepro.premise.study_page {args.experiment}` from the files its record "
-               f"(`{args.record.name}`) names, with their sha256; the analysis is "
-               "the [pre-registration](premise-study.md)'s.\n\n" + study_markdown(record))  # fmt: skip
-    print(f"wrote {args.record} and {args.page}")
-    return 0
+    figure = args.page.parent / "assets" / f"{args.page.stem}-forest.png"
+    relative = f"assets/{figure.name}"
+
+    def derived(record: dict) -> dict[Path, str | bytes]:
+        return {args.page: page_text(record, args.record.name, relative),
+                figure: figure_bytes(record)}
+
+    if args.from_record:
+        return check_or_write(derived(json.loads(args.record.read_text())), check=False)
+    try:
+        registration = json.loads(args.registration.read_text())
+        registration["sha256"] = sha256_file(args.registration)
+        record = study_record(args.experiment, registration, args.directory, args.scale)
+    except (FileNotFoundError, ValueError, KeyError, json.JSONDecodeError) as error:
+        if args.check:
+            return check_committed_only(args.record, derived, error)
+        print(f"error: {error}")
+        return CANNOT_CHECK
+    record_text = json.dumps(record, indent=2, default=float) + "\n"
+    return check_or_write({args.record: record_text, **derived(record)}, args.check)
 
 
 if __name__ == "__main__":
