@@ -285,6 +285,27 @@ def test_the_pilot_overlay_trains_opsd_alone_with_six_seeds(repo_root, tmp_path)
     assert "runs/opsd/tiny/seed5" in done.stdout and "runs/dash/" not in done.stdout
 
 
+def test_the_factorial_pilot_plans_opsd_alone_at_three_rates_and_the_registrations_inputs(
+    repo_root, tmp_path
+):
+    """The factorial study's pilot command (docs/factorial-study.md), dry: OPSD at each pilot
+    rate with four seeds, both checkpoints evaluated, the probe and the base evaluation; no other
+    method trained."""
+    overlays = [str(repo_root / "config/experiments" / name)
+                for name in ("task_families.yaml", "factorial_pilot.yaml")]  # fmt: skip
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"),
+           "--directory", str(tmp_path), "-n", "--rerun-incomplete", "evaluate_all_runs", "premise",
+           "results/task_families/eval/base/tiny/accuracy.json", "--configfile", *overlays]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = job_counts(done.stdout)
+    for rate in ("5e4", "1e3", "2e3"):
+        assert counts[f"train_lora_families_lr{rate}"] == 4
+    assert counts["generate_checkpoint_responses"] == 3 * 4 * 2
+    assert counts["premise_probe_tiny"] == 1 and counts["evaluate_base_model"] == 1
+    assert "runs/opsd/families_lr1e3/seed3" in done.stdout and "runs/dash" not in done.stdout
+
+
 def test_the_study_overlay_trains_the_registered_methods_and_seeds(repo_root, tmp_path):
     """The premise study's command (docs/premise-study.md), dry: every registered method at
     every registered seed, and nothing else."""
