@@ -99,3 +99,19 @@ def check_committed_only(record_path: Path, derive: Callable[[dict], Mapping[Pat
         print(f"error: {record_path}: malformed record ({type(error).__name__}: {error})")
         return CANNOT_CHECK
     return check_or_write(files, check=True)
+
+
+def write_or_check(record_path: Path, compute: Callable[[], dict],
+                   derive: Callable[[dict], Mapping[Path, str | bytes]], check: bool) -> int:  # fmt: skip
+    """A study command's whole run: ``compute`` the record from its inputs, then write it and the
+    files ``derive`` makes from it, or ``check`` them; inputs that cannot be read are a clear
+    error (``CANNOT_CHECK``), or with ``check`` a check against the committed record alone."""
+    try:
+        record = compute()
+    except (FileNotFoundError, ValueError, KeyError, json.JSONDecodeError) as error:
+        if check:
+            return check_committed_only(record_path, derive, error)
+        print(f"error: {error}")
+        return CANNOT_CHECK
+    text = json.dumps(record, indent=2, default=float) + "\n"
+    return check_or_write({record_path: text, **derive(record)}, check)

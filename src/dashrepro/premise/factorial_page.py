@@ -24,7 +24,7 @@ from dashrepro import layout
 from dashrepro.analysis.run_facts import job_seconds_by_rule
 from dashrepro.io import read_json, read_parquet, sha256_file
 from dashrepro.premise import factorial
-from dashrepro.premise.checks import CANNOT_CHECK, check_committed_only, check_or_write
+from dashrepro.premise.checks import write_or_check
 from dashrepro.premise.factorial_pilot import RECORD as REGISTRATION
 from dashrepro.premise.factorial_pilot import STUDY_SCALE
 from dashrepro.premise.pilot import checkpoint_scores
@@ -223,17 +223,12 @@ def main(argv: list[str] | None = None) -> int:
         text = page_text(record, args.record.name, f"assets/{forest.name}", f"assets/{arms.name}")
         return {args.page: text, forest: forest_png, arms: arms_png}
 
-    try:
+    def compute() -> dict:
         registration = json.loads(args.registration.read_text())
         registration["sha256"] = sha256_file(args.registration)
-        record = study_record(args.experiment, registration, args.directory)
-    except (FileNotFoundError, ValueError, KeyError, json.JSONDecodeError) as error:
-        if args.check:
-            return check_committed_only(args.record, derived, error)
-        print(f"error: {error}")
-        return CANNOT_CHECK
-    record_text = json.dumps(record, indent=2, default=float) + "\n"
-    return check_or_write({args.record: record_text, **derived(record)}, args.check)
+        return study_record(args.experiment, registration, args.directory)
+
+    return write_or_check(args.record, compute, derived, args.check)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,6 @@ overlay. No DASH run is read, and none exists when this runs.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from collections.abc import Mapping
 from pathlib import Path
@@ -171,21 +170,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true",
                         help="compare the committed record and overlay with what the inputs give")  # fmt: skip
     args = parser.parse_args(argv)
-    from dashrepro.premise.checks import check_or_write
+    from dashrepro.premise.checks import write_or_check
 
-    try:
-        record = registration(args.experiment, args.directory)
-    except (FileNotFoundError, ValueError) as error:
-        if args.check:
-            from dashrepro.premise.checks import check_committed_only
-
-            return check_committed_only(
-                args.out, lambda record: {args.overlay: overlay_text(record)}, error
-            )
-        print(f"error: {error}")
-        return 3
-    text = json.dumps(record, indent=2, default=float) + "\n"
-    return check_or_write({args.out: text, args.overlay: overlay_text(record)}, args.check)
+    return write_or_check(args.out, lambda: registration(args.experiment, args.directory),
+                          lambda record: {args.overlay: overlay_text(record)}, args.check)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ import pandas as pd
 from dashrepro import layout
 from dashrepro.analysis.run_facts import job_seconds_by_rule
 from dashrepro.io import read_csv, sha256_file
-from dashrepro.premise.checks import CANNOT_CHECK, check_committed_only, check_or_write
+from dashrepro.premise.checks import check_or_write, write_or_check
 from dashrepro.premise.pilot import PAPER_KAPPA, checkpoint_scores
 from dashrepro.premise.study import cell_tests, premise_association
 
@@ -253,17 +253,12 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.from_record:
         return check_or_write(derived(json.loads(args.record.read_text())), check=False)
-    try:
+    def compute() -> dict:
         registration = json.loads(args.registration.read_text())
         registration["sha256"] = sha256_file(args.registration)
-        record = study_record(args.experiment, registration, args.directory, args.scale)
-    except (FileNotFoundError, ValueError, KeyError, json.JSONDecodeError) as error:
-        if args.check:
-            return check_committed_only(args.record, derived, error)
-        print(f"error: {error}")
-        return CANNOT_CHECK
-    record_text = json.dumps(record, indent=2, default=float) + "\n"
-    return check_or_write({args.record: record_text, **derived(record)}, args.check)
+        return study_record(args.experiment, registration, args.directory, args.scale)
+
+    return write_or_check(args.record, compute, derived, args.check)
 
 
 if __name__ == "__main__":
