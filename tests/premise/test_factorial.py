@@ -1,25 +1,19 @@
-"""premise.factorial, factorial_pilot and factorial_page: the factorial study's registered rules
-and tests, on hand-made numbers and on synthetic files in the results layout."""
+"""premise.factorial: the factorial study's registered rules and tests on hand-made numbers, and
+the trainer's optimizer against a constant scale of the loss (the first study's withdrawn
+reading)."""
 
 from __future__ import annotations
 
-import json
 import math
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from dashrepro import layout
-from dashrepro.experiment.config import load_config, read_config_file
-from dashrepro.experiment.run_matrix import expand_config, run_matrix
-from dashrepro.io import write_parquet
 from dashrepro.premise import factorial
-from dashrepro.premise.factorial_pilot import PILOT_SCALES, STUDY_SCALE, overlay_text
-from dashrepro.premise.factorial_pilot import main as pilot_main
+from dashrepro.premise.factorial_pilot import PILOT_SCALES
 
-CELLS = ("a", "b", "floor")
-RESULTS = layout.Results("fam")
+from .factorial_fixtures import pilot_scores, probe
 
 
 def test_acceptance_rejects_a_cell_at_chance_one_at_the_ceiling_and_a_weak_teacher():
@@ -31,18 +25,6 @@ def test_acceptance_rejects_a_cell_at_chance_one_at_the_ceiling_and_a_weak_teach
     assert verdicts["a"] is None
     assert verdicts["floor"].startswith("student 13.5 below chance + 20")
     assert "ceiling" in verdicts["top"] and verdicts["weak"].startswith("teacher 55.0 not 10")
-
-
-def probe(scales: dict[str, float], rollouts: int = 20, length: int = 60) -> pd.DataFrame:
-    """A probe's tokens: per family, r exponential with the family's mean (nats)."""
-    rng = np.random.default_rng(3)
-    rows, rollout = [], 0
-    for task, scale in scales.items():
-        for _ in range(rollouts):
-            rows += [{"task": task, "rollout": rollout, "position": t,
-                      "r": scale * rng.exponential()} for t in range(length)]  # fmt: skip
-            rollout += 1
-    return pd.DataFrame(rows)
 
 
 def test_kappa_is_the_largest_of_the_papers_grid_that_leaves_few_rollouts_saturated():
@@ -58,16 +40,6 @@ def test_kappa_is_the_largest_of_the_papers_grid_that_leaves_few_rollouts_satura
     assert loud["kappa"] == 1.0 and not loud["qualified"]
     with pytest.raises(ValueError, match=r"no rollout of cells \['zzz'\]"):
         factorial.kappa_from_probe(tokens, ["a", "zzz"])
-
-
-def pilot_scores(rng, decay=10.0) -> pd.DataFrame:
-    """OPSD's pilot: lr 2e-3 peaks at step 20 and decays; 1e-3 climbs and holds; 5e-4 is slow."""
-    means = {5.0e-4: (42, 45), 1.0e-3: (48, 55), 2.0e-3: (60, 60 - decay)}
-    rows = [{"lr": lr, "seed": seed, "step": step, "cell": cell, "method": "opsd",
-             "score": means[lr][i] + rng.normal(0, 1.5)}
-            for lr in means for seed in range(4) for i, step in enumerate((20, 40))
-            for cell in CELLS]  # fmt: skip
-    return pd.DataFrame(rows)
 
 
 def test_the_schedule_is_the_best_learning_rate_that_has_not_decayed_by_its_last_step():
@@ -133,122 +105,6 @@ def test_the_coprimary_contrasts_holm_and_the_scale_equivalence_by_hand():
     # DASH below OPSD: not supported, whatever the size.
     worse = wide.assign(dash=wide["opsd"] - 5, nd=wide["opsd"] - 5)
     assert {r["verdict"] for r in factorial.coprimary_tests(worse, ARMS)} == {"not supported"}
-
-
-def write_experiment(directory, lr_decay=10.0):
-    """The families' base evaluation, probe and OPSD pilot runs (with their job timings)."""
-    base = {"student": {"benchmarks": {"a": {"avg_at_k": 40.0}, "b": {"avg_at_k": 42.0},
-                                       "floor": {"avg_at_k": 12.0}}},
-            "teacher": {"benchmarks": {"a": {"avg_at_k": 95.0}, "b": {"avg_at_k": 96.0},
-                                       "floor": {"avg_at_k": 97.0}}}}  # fmt: skip
-    path = directory / RESULTS.base_eval_file(layout.BASE_ACCURACY, "tiny")
-    path.parent.mkdir(parents=True)
-    path.write_text(json.dumps(base))
-    tokens = directory / RESULTS.premise_file(layout.PREMISE_TOKENS, "tiny")
-    tokens.parent.mkdir(parents=True)
-    write_parquet(tokens, probe({"a": 0.4, "b": 0.05, "floor": 3.0}))
-    scores = pilot_scores(np.random.default_rng(1), lr_decay)
-    lr_scale = {lr: scale for scale, lr in PILOT_SCALES.items()}
-    for (lr, seed, step), block in scores.groupby(["lr", "seed", "step"]):
-        scale = lr_scale[lr]
-        summary = {"seed": int(seed), "step": int(step), "benchmarks": {
-            row.cell: {"avg_at_k": row.score} for row in block.itertuples()}}  # fmt: skip
-        write_summary(directory, "opsd", scale, seed, step, summary)
-        key = f"opsd/{scale}/seed{seed}"
-        for rule, name, seconds in (("train_lora", f"{key}.tsv", 60.0),
-                                    ("generate_checkpoint_responses", f"{key}/step{step}.tsv", 50.0)):  # fmt: skip
-            timing = directory / RESULTS.root / "job_timings" / rule / name
-            timing.parent.mkdir(parents=True, exist_ok=True)
-            timing.write_text(f"s\th:m:s\n{seconds}\t0:01:00\n")
-
-
-def write_summary(directory, method, scale, seed, step, summary):
-    path = directory / RESULTS.checkpoint_file(layout.SUMMARY, method, scale, seed, step)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(summary))
-
-
-def test_the_registration_fixes_every_value_from_opsd_the_probe_and_the_base_alone(tmp_path):
-    write_experiment(tmp_path)
-    record_path, overlay = tmp_path / "docs" / "pilot.json", tmp_path / "study.yaml"
-    argv = ["fam", "--directory", str(tmp_path), "--out", str(record_path),
-            "--overlay", str(overlay)]  # fmt: skip
-    assert pilot_main(argv) == 0
-    record = json.loads(record_path.read_text())
-    assert record["cells"] == ["a", "b"] and record["acceptance"]["floor"].startswith("student")
-    assert (record["schedule"]["lr"], record["schedule"]["step"]) == (1.0e-3, 40)
-    assert record["kappa"]["kappa"] == 10.0
-    assert record["arms"]["dash"] == "dash_k10" and record["arms"]["repeat"] == "dash"
-    # 60 s of training and 2 x 50 s of generation a run, two jobs at once: 80 s a run.
-    assert record["power"]["run_seconds"] == pytest.approx(80.0)
-    fit = record["power"]["seeds_fitting_budget"]
-    assert fit == math.floor(85 * 60 / 80 / 7)
-    assert len(record["study_seeds"]) == min(record["power"]["seeds_needed"], fit)
-    assert all(name.startswith("results/fam/") for name in record["inputs"])
-    assert pilot_main([*argv, "--check"]) == 0
-    # The overlay is a valid config over the families' and trains each arm at the study's scale.
-    config = expand_config(load_config("workflow_config.yaml",
-                                       "config/experiments/task_families.yaml", overlay))  # fmt: skip
-    matrix = run_matrix(config)
-    arms = set(record["arms"].values())
-    assert {m for m, s in matrix if s == STUDY_SCALE} == arms and len(matrix) == len(arms)
-    assert config["methods"]["dash_tau0p05"]["tau"] == 0.05
-    assert config["scales"][STUDY_SCALE]["train"]["lr"] == 1.0e-3
-    assert read_config_file(overlay) == read_config_file(overlay)  # no duplicate keys
-    assert overlay.read_text() == overlay_text(record)
-
-
-def test_the_pilot_overlay_trains_opsd_alone_at_each_pilot_rate():
-    config = expand_config(load_config("workflow_config.yaml",
-                                       "config/experiments/task_families.yaml",
-                                       "config/experiments/factorial_pilot.yaml"))  # fmt: skip
-    matrix = run_matrix(config)
-    assert set(matrix) == {("opsd", scale) for scale in PILOT_SCALES}
-    assert all(seeds == [0, 1, 2, 3] for seeds in matrix.values())
-    for scale, lr in PILOT_SCALES.items():
-        assert config["scales"][scale]["train"]["lr"] == lr
-
-
-def test_the_page_applies_the_registered_tests_and_check_holds_it_to_its_files(tmp_path, capsys):
-    from dashrepro.premise.factorial_page import main as page_main
-
-    write_experiment(tmp_path)
-    registration = tmp_path / "docs" / "pilot.json"
-    assert pilot_main(["fam", "--directory", str(tmp_path), "--out", str(registration),
-                       "--overlay", str(tmp_path / "study.yaml")]) == 0  # fmt: skip
-    record = json.loads(registration.read_text())
-    rng = np.random.default_rng(7)
-    lift = {"opsd": 0, record["arms"]["scale_matched"]: 0, record["arms"]["normalized"]: 4,
-            record["arms"]["dash"]: 4, "dash": -20, "opsd_tau0p05": -19, "dash_tau0p05": -15}  # fmt: skip
-    for method, up in lift.items():
-        for seed in record["study_seeds"]:
-            for step in (20, 40):
-                write_summary(tmp_path, method, STUDY_SCALE, seed, step, {
-                    "seed": seed, "step": step, "benchmarks": {
-                        c: {"avg_at_k": 60 + up + rng.normal(0, 1)} for c in CELLS}})  # fmt: skip
-            metrics = tmp_path / RESULTS.run_file(layout.TRAIN_METRICS, method, STUDY_SCALE, seed)
-            metrics.parent.mkdir(parents=True, exist_ok=True)
-            write_parquet(metrics, pd.DataFrame({"step": [1, 2], "update_norm": [0.1, 0.2]}))
-    argv = ["fam", "--directory", str(tmp_path), "--registration", str(registration),
-            "--record", str(tmp_path / "docs" / "results.json"),
-            "--page", str(tmp_path / "docs" / "results.md")]  # fmt: skip
-    assert page_main(argv) == 0
-    result = json.loads((tmp_path / "docs" / "results.json").read_text())
-    assert [r["verdict"] for r in result["coprimary"]] == ["supported", "supported"]
-    assert result["secondary"]["repeat - opsd"]["difference"] < -15
-    # OPSD at tau 0.05 stays at the base student's 41: DASH at tau 0.05 is not compared.
-    assert result["clip_learns"] is False
-    assert "clipped_dash - clipped_opsd" not in result["secondary"]
-    text = (tmp_path / "docs" / "results.md").read_text()
-    assert "so DASH at τ = 0.05 is not compared" in text
-    assert "## Co-primary" in text and "assets/results-forest.png" in text
-    assert (tmp_path / "docs" / "assets" / "results-arms.png").is_file()
-    assert page_main([*argv, "--check"]) == 0
-    write_summary(tmp_path, "opsd", STUDY_SCALE, 0, 40, {"seed": 0, "step": 40, "benchmarks": {
-        c: {"avg_at_k": 99.0} for c in CELLS}})  # fmt: skip
-    capsys.readouterr()
-    assert page_main([*argv, "--check"]) == 1
-    assert "eval/opsd/factorial/seed0/step40/summary.json: sha256" in capsys.readouterr().out
 
 
 def _updates(scale, steps=20, clip=True, seed=0):

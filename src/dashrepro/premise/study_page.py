@@ -1,20 +1,15 @@
-"""The premise study's report, written from its files: a record (JSON) and a page (Markdown).
+"""The premise study's report, written from its files: a record (JSON), a page and its figure.
 
 The registration (``docs/premise-pilot.json``, from ``premise.pilot``) fixes what is read: each
-method's Avg@k at the registered step for the registered seeds, each cell's premise statistics
-from the probe, and the experiment's job timings (the study's cost). The tests are those of
-``premise.study``, as registered. The record keeps every input's sha256; the page gives the
-cells' statistics, the differences with their intervals and verdicts, the false alarms and the
-secondary association, whichever way they fall.
+method's Avg@k at the registered step and seeds, each cell's premise statistics from the probe,
+the experiment's job timings. The tests are ``premise.study``'s, as registered. The record keeps
+every input's sha256; the page gives the cells' statistics, a forest plot of the differences,
+their intervals and verdicts, the cells at chance, the false alarms and the secondary
+association, whichever way they fall. ``--check``: ``premise.checks``.
 
     python -m dashrepro.premise.study_page task_families
     python -m dashrepro.premise.study_page task_families --check   # the committed files
     python -m dashrepro.premise.study_page task_families --from-record   # page from the record
-
-The page also draws each contrast per cell with its interval (a forest plot, beside the page
-under ``assets/``) and flags the cells where every method sits at chance. ``--check`` compares the
-committed record, page and figure with what the inputs give now (``premise.checks``' statuses);
-with the inputs absent, the page and figure with what the committed record gives.
 """
 
 from __future__ import annotations
