@@ -16,7 +16,7 @@ The faults are those of the reliability probe (issue 24) and of the trust-bounda
 (issue 37) that a finished run can show in seconds each: damaged or replaced results, bad
 config overlays (an experiment name outside results/, grading without a hard limit, a hub
 benchmark at a branch), a damaged base model folder. A
-damaged training state is checked where it is resumed (``tests/training/test_state_integrity.py``);
+damaged training state is checked where it is resumed (``tests/training/resume/test_folder.py``, ``test_retention.py``);
 kill -9 and resume in ``tests/workflow/test_workflow.py``.
 
     python benchmarks/faults.py                 # ~10 min on 2 cores (the smoke run ~6 of them)

@@ -17,7 +17,12 @@ for _scale in config["scales"]:
                 LAYOUT.adapter(scale=_scale, step=step)
                 for step in EXPERIMENT.steps(_scale)
             ],
+            adapter_configs=[
+                adapter_config_of(LAYOUT.adapter(scale=_scale, step=step))
+                for step in EXPERIMENT.steps(_scale)
+            ],
             metrics=LAYOUT.run_file(TRAIN_METRICS, scale=_scale),
+            rollout_weights=LAYOUT.run_file(ROLLOUT_WEIGHTS, scale=_scale),
             traces=LAYOUT.run_file(TOKEN_TRACES, scale=_scale),
             contexts=LAYOUT.run_file(TEACHER_CONTEXTS, scale=_scale),
         log:

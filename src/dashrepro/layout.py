@@ -50,6 +50,8 @@ SFT_HISTORY = "sft_history.parquet"
 #: signals of the logged steps (``dashrepro.training.metrics``).
 TRAIN_METRICS = "train_metrics.parquet"
 TOKEN_TRACES = "token_traces.parquet"
+#: One row per rollout trained on: its length, its tokens' weights and gates (``metrics``).
+ROLLOUT_WEIGHTS = "rollout_weights.parquet"
 #: The privileged teacher's context of every training problem, as the run rendered it.
 TEACHER_CONTEXTS = "teacher_contexts.parquet"
 #: The files of a checkpoint's evaluation folder (``Results.checkpoint_eval``): the generations,
@@ -138,7 +140,8 @@ class Results:
         return f"{self.root}/runs/{method}/{scale}/seed{seed}"
 
     def run_file(self, name: str, method="{method}", scale="{scale}", seed="{seed}") -> str:
-        """A record of ``run``: ``TRAIN_METRICS``, ``TOKEN_TRACES`` or ``TEACHER_CONTEXTS``."""
+        """A record of ``run``: ``TRAIN_METRICS``, ``ROLLOUT_WEIGHTS``, ``TOKEN_TRACES`` or
+        ``TEACHER_CONTEXTS``."""
         return f"{self.run(method, scale, seed)}/{name}"
 
     def adapter(self, method="{method}", scale="{scale}", seed="{seed}", step="{step}") -> str:

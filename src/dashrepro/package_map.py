@@ -2,7 +2,7 @@
 
 ``docs/architecture.md`` holds, between its markers, the root package's docstring, each stage
 package's summary and each top-level module's (the first paragraph of its docstring), and the
-training package's docstring. The docstrings are read from the files
+training package's docstring with its subpackages'. The docstrings are read from the files
 (``ast``; nothing is imported), so the page says what the code says. ``problems`` lists a
 docstring that is not current: a stage the root docstring does not name, or a module a package
 docstring names that lives in another package.
@@ -111,6 +111,10 @@ def block(root: Path = PACKAGE) -> str:
         "",
         _markdown(docstring(root / DETAILED / "__init__.py")),
     ]
+    for sub in sorted(p.parent for p in (root / DETAILED).glob("*/__init__.py")):
+        where = f"src/dashrepro/{DETAILED}/{sub.name}/__init__.py"
+        lines += ["", f"### `{DETAILED}.{sub.name}`", "", f"From `{where}`.", ""]
+        lines.append(_markdown(docstring(sub / "__init__.py")))
     return "\n".join(lines)
 
 

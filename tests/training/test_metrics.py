@@ -13,11 +13,13 @@ from dashrepro.training.metrics import (
     COUNT_KEYS,
     METRIC_KEYS,
     PHASES,
+    WEIGHT_KEYS,
     MicroResult,
     StepTally,
     micro_counts,
     micro_result,
     reduce_step_metrics,
+    rollout_table,
     trace_frame,
 )
 from dashrepro.training.rollouts import Share
@@ -85,7 +87,7 @@ def test_micro_result_adds_lengths_truncation_and_accuracy_of_the_kept_rollouts(
         metrics={"loss": 0.5, "r_mean": 0.25},
         trace={"r": torch.tensor([[0.1, 0.2, 0.0], [0.3, 0.4, 0.5], [0.6, 0.0, 0.0]])},
     )
-    result = micro_result(share, kept, loss, tokens, mask)
+    result = micro_result(share, kept, loss, tokens, mask, micro_batch=0)
     assert result.counts == {"skipped_long_prompts": 0.0, "empty_rollouts": 1.0,
                              "rollouts": 3.0, "tokens": 6.0}  # fmt: skip
     assert result.metrics["loss"] == 0.5 and result.metrics["r_mean"] == 0.25
@@ -123,7 +125,9 @@ def test_one_process_row_averages_micro_batches_skipping_missing_keys():
     assert math.isnan(row["grpo_loss"])  # no micro-batch has it
     assert (row["rollouts"], row["tokens"]) == (5.0, 12.0)
     assert row["seconds_rollout"] == 1.5 and row["seconds_optimizer"] == 0.25
-    assert list(row) == [*METRIC_KEYS, *COUNT_KEYS, *(f"seconds_{p}" for p in PHASES)]
+    assert list(row) == [
+        *METRIC_KEYS, *COUNT_KEYS, *WEIGHT_KEYS, *(f"seconds_{p}" for p in PHASES)
+    ]  # fmt: skip
 
 
 def test_a_step_without_metrics_has_nan_means_but_its_counts():
@@ -143,7 +147,9 @@ def test_several_processes_average_means_ignoring_nan_and_sum_counts():
     tally = StepTally()
     tally.add(MicroResult({"rollouts": 2.0, "tokens": 6.0}, {"loss": 1.0}, None))
     accelerator = TwoProcesses(other)
-    row = reduce_step_metrics(accelerator, tally, "cpu")
+    # The rollout table is gathered apart (test_metrics_weights); here the metrics' gather only.
+    no_rollouts = rollout_table(OneProcess(), StepTally(), "cpu")
+    row = reduce_step_metrics(accelerator, tally, "cpu", no_rollouts)
     assert accelerator.gathered[0].shape == (1, n + len(COUNT_KEYS))
     assert row["loss"] == pytest.approx(2.0)  # (1 + 3) / 2
     assert row["gate_mean"] == pytest.approx(0.6)  # NaN on this process

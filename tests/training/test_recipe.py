@@ -4,7 +4,7 @@ step loop itself runs end to end in test_trainer_resume.py and test_deepspeed.py
 from types import SimpleNamespace
 
 from dashrepro.training.recipe import DistillationRecipe
-from dashrepro.training.run_state import TrainingState
+from dashrepro.training.resume import TrainingState
 
 
 def test_the_recipe_hands_its_state_to_the_checkpointer_after_the_trackers():

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -139,7 +140,14 @@ def test_kill_9_then_rerun_gives_the_uninterrupted_adapter(
     assert rc == -signal.SIGKILL
     assert not (tmp_path / "out" / "checkpoint-6").exists()
     done = run_to_end(run)
-    assert "resuming dash seed 3 after step" in done.stdout + done.stderr
+    # The log says what the resume reused: the state's folder and step, the files it verified.
+    [resumed] = [line for line in done.stdout.splitlines() if "resuming dash seed 3" in line]
+    assert re.fullmatch(
+        rf"\[train\] resuming dash seed 3 after step (\d+) from "
+        rf"{re.escape(str(tmp_path / 'out' / '.resume'))}/step-0*\1 "
+        r"\(5 files verified by sha256; \1 metrics rows kept\)",
+        resumed,
+    ), resumed
     assert_same_adapters(uninterrupted, tmp_path / "out")
     # The kill came as soon as the state of step 2 existed: no step's records may be lost.
     assert list(pd.read_parquet(tmp_path / "out" / "train_metrics.parquet")["step"]) == [

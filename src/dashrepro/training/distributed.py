@@ -170,7 +170,7 @@ def deepspeed_config(train: TrainSettings, world_size: int | None = None) -> dic
 
 
 class StateInAccelerateFolder:
-    """Stands in for the optimizer in ``checkpointing`` when DeepSpeed saves the moments."""
+    """Stands in for the optimizer in ``training.resume`` when DeepSpeed saves the moments."""
 
     def state_dict(self) -> dict:
         return {}

@@ -30,6 +30,10 @@ class MicroLoss:
     loss: torch.Tensor
     metrics: dict[str, float]
     trace: dict[str, torch.Tensor]  # per-token tensors [B, T] for token_traces.parquet
+    # Each token's weight [B, T], detached: the multiplier of its term in the objective before
+    # the batch normalisation (c_k of the aggregation; 1 per token for EOPD and AVSD), 0 on
+    # padding. Recorded (metrics.rollout_weight_table), never used by the loss. None: unknown.
+    weights: torch.Tensor | None = None
 
 
 def sequence_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
@@ -64,7 +68,7 @@ def distill_loss(
     trace = {"r": r.detach(), "teacher_entropy": entropy.detach(), "coefficient": agg.coefficients}
     if agg.gates is not None:
         trace["gate"] = agg.gates
-    return MicroLoss(agg.loss, dict(agg.diagnostics), trace)
+    return MicroLoss(agg.loss, dict(agg.diagnostics), trace, weights=agg.coefficients)
 
 
 def eopd_loss(
@@ -79,7 +83,9 @@ def eopd_loss(
     loss, diagnostics = objectives.eopd_token_loss(
         student_logits, view_logits[0], tokens, mask, **method.objective_params
     )
-    return MicroLoss(loss, {k: float(v) for k, v in diagnostics.items()}, {})
+    # Every real token's loss enters the global token mean with weight 1.
+    weights = mask.detach().float()
+    return MicroLoss(loss, {k: float(v) for k, v in diagnostics.items()}, {}, weights=weights)
 
 
 def avsd_loss(
@@ -100,7 +106,10 @@ def avsd_loss(
     for name, view_lp in zip(method.teacher_view_names, views, strict=True):
         advantage = (view_lp - student_lp).detach()
         metrics[f"advantage_{name}"] = float(objectives.masked_mean(advantage, mask.bool()))
-    return MicroLoss(loss, metrics, {"gate": aux["gate"]})
+    # Weight 1 on each token the loss's mean counts (avsd_token_loss leaves non-finite ones out).
+    with torch.no_grad():
+        weights = (mask.bool() & torch.isfinite(student_lp) & torch.isfinite(target)).float()
+    return MicroLoss(loss, metrics, {"gate": aux["gate"]}, weights=weights)
 
 
 ObjectiveLoss = Callable[
@@ -192,4 +201,5 @@ def method_loss(
         loss = objectives.hybrid_loss(loss, grpo_loss, method.grpo.eta)
         metrics["grpo_loss"] = float(grpo_loss.detach())
     metrics["loss"] = float(loss.detach())
-    return MicroLoss(loss, metrics, result.trace)
+    # The weights are the objective's: the GRPO term is added beside it, not folded into them.
+    return MicroLoss(loss, metrics, result.trace, weights=result.weights)

@@ -76,7 +76,7 @@ class PreemptionGuard:
                 f"not in the main thread ({threading.current_thread().name}); "
                 "preemption signals are not caught"
             )
-            self._log(f"[checkpointing] PreemptionGuard inactive: {self.inactive_reason}")
+            self._log(f"[resume] PreemptionGuard inactive: {self.inactive_reason}")
             return self
         try:
             for sig in self.signals:
@@ -85,7 +85,7 @@ class PreemptionGuard:
             self._restore()
             self.active = False
             self.inactive_reason = f"could not install signal handlers: {error}"
-            self._log(f"[checkpointing] PreemptionGuard inactive: {self.inactive_reason}")
+            self._log(f"[resume] PreemptionGuard inactive: {self.inactive_reason}")
             return self
         self.active = True
         self.inactive_reason = None

@@ -2,7 +2,7 @@
 
 One (method, scale, seed) run of LoRA on-policy self-distillation in the torchtune-recipe
 shape: ``setup`` builds the accelerator, tokenizer, student (base + LoRA), AdamW and its linear
-schedule, and the run's ``TrainingState`` (``run_state``), which the ``Checkpointer`` restores
+schedule, and the run's ``TrainingState`` (``resume``), which the ``Checkpointer`` restores
 from the kept states or leaves at step 0; ``train`` runs the step loop (one step:
 ``_train_step``), hands the traced rollouts to the ``RolloutTracer`` and the state to the
 checkpointer when one is due.
@@ -23,8 +23,7 @@ import pandas as pd
 import torch
 
 from dashrepro.hub import source_fingerprint
-from dashrepro.io import load_tokenizer, read_parquet, write_parquet
-from dashrepro.layout import TEACHER_CONTEXTS, TOKEN_TRACES, TRAIN_METRICS
+from dashrepro.io import load_tokenizer, read_parquet
 from dashrepro.sampling import derive_seed
 from dashrepro.training.batching import (
     BatchLayout,
@@ -34,7 +33,6 @@ from dashrepro.training.batching import (
     student_response_logits,
     teacher_response_logits,
 )
-from dashrepro.training.checkpointer import Checkpointer
 from dashrepro.training.distributed import (
     StateInAccelerateFolder,
     any_process,
@@ -48,19 +46,22 @@ from dashrepro.training.metrics import (
     StepTally,
     micro_counts,
     micro_result,
+    parameter_change_norm,
     reduce_step_metrics,
+    rollout_frame,
+    rollout_table,
 )
 from dashrepro.training.model import build_optimizer, load_lora_student
 from dashrepro.training.preemption import PREEMPTED_EXIT_CODE, PreemptionGuard
+from dashrepro.training.resume import Checkpointer, TrainingState
 from dashrepro.training.rollouts import RolloutSampler, Share
 from dashrepro.training.run_spec import RunSpec, run_fingerprint_config
-from dashrepro.training.run_state import TrainingState
 from dashrepro.training.step_tracking import StepTracking
 from dashrepro.training.teacher import (
     generates_analysis,
     view_prompt_ids,
 )
-from dashrepro.training.tracing import RolloutTracer
+from dashrepro.training.token_traces import RolloutTracer
 
 
 class DistillationRecipe:
@@ -101,8 +102,6 @@ class DistillationRecipe:
             self.out_dir,
             self.accelerator,
             self.run_config,
-            seed=self.seed,
-            rollouts_per_step=self.layout.micros_per_step * self.layout.micro,
             name=f"{self.method.name} seed {self.seed}",
             deepspeed=self.deepspeed,
             log=self.log,
@@ -299,7 +298,7 @@ class DistillationRecipe:
             result.trace["divergence"] = self.tracer.divergence(student_logits, view_logits, mask)
         self.accelerator.backward(result.loss)
         tally.timings["student"] += time.perf_counter() - t0
-        return micro_result(share, kept, result, tokens, mask)
+        return micro_result(share, kept, result, tokens, mask, micro_batch=global_micro)
 
     def _teacher_logits(self, contexts: list[list[list[int]]], responses: list[list[int]]):
         """The teacher's response logits [B, T, V] per view (``teacher_response_logits``)."""
@@ -320,14 +319,20 @@ class DistillationRecipe:
         if not self.accelerator.sync_gradients:
             raise RuntimeError("gradient accumulation out of step with the trainer's steps")
         grad_norm = self.accelerator.clip_grad_norm_(self.trainable, 1.0)  # None under DeepSpeed
+        # The update's norm from copies of the weights: nothing the step computes changes. Under
+        # DeepSpeed the engine has already stepped inside the last backward: update_norm is NaN.
+        before = None if self.deepspeed else [p.detach().clone() for p in self.trainable]
         self.optimizer.step()
+        if before is not None:
+            tally.update_norm = parameter_change_norm(self.trainable, before)
         self.scheduler.step()
         self.optimizer.zero_grad(set_to_none=True)
         tally.timings["optimizer"] = time.perf_counter() - t0
         return lr_used, grad_norm
 
     def _record_step(self, step: int, tally: StepTally, lr_used: float, grad_norm) -> None:
-        row = reduce_step_metrics(self.accelerator, tally, self.device)
+        rollouts = rollout_table(self.accelerator, tally, self.device)  # every process's
+        row = reduce_step_metrics(self.accelerator, tally, self.device, rollouts)
         for key, what in (
             ("empty_rollouts", "rollouts held only padding"),
             ("skipped_long_prompts", "prompts were longer than max_total_length"),
@@ -337,10 +342,12 @@ class DistillationRecipe:
         row.update(
             step=step, lr=lr_used, grad_norm=math.nan if grad_norm is None else float(grad_norm)
         )
+        row["update_norm"] = tally.update_norm
         seconds = sum(tally.timings.values())
         row["tokens_per_second"] = row["tokens"] / max(seconds, 1e-9)
         row["tracker_failures"] = self.tracking.send(row)  # sent live, on the main process
         self.state.records.rows.append(row)
+        self.state.records.weights.append(rollout_frame(rollouts, step))
         if self.bar is not None:
             self.bar.update(1)
             self.bar.set_postfix(loss=f"{row['loss']:.4f}", tok_s=f"{row['tokens_per_second']:.0f}")
@@ -371,11 +378,7 @@ class DistillationRecipe:
         self.accelerator.wait_for_everyone()
         if self.accelerator.is_main_process:
             self.checkpointer.export_missing(self.save_at)
-            traces = records.token_traces()
-            if traces is not None:
-                write_parquet(self.out_dir / TOKEN_TRACES, traces)
-            write_parquet(self.out_dir / TEACHER_CONTEXTS, records.teacher_contexts())
-            write_parquet(self.out_dir / TRAIN_METRICS, metrics)
+            records.write(self.out_dir)
             self.checkpointer.remove_states()
         self.accelerator.wait_for_everyone()
         return metrics

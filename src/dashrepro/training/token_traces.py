@@ -15,7 +15,7 @@ import torch
 
 from dashrepro import objectives
 from dashrepro.training.metrics import trace_frame
-from dashrepro.training.run_state import RunRecords
+from dashrepro.training.resume import RunRecords
 from dashrepro.training.teacher import context_frame
 
 

@@ -1,40 +1,41 @@
-"""Tests of dashrepro.training.checkpointer: the PEFT export of a state, and the Checkpointer of
-a toy LoRA run's TrainingState (no training): writing, checkpointing, restoring, discarding
-damaged and stale states, and DeepSpeed's engine folders."""
+"""Tests of dashrepro.training.resume._checkpointer: the PEFT export of a state, and the
+Checkpointer of a toy LoRA run's TrainingState (no training): writing, checkpointing, restoring
+(each file hashed once, the config checked once, the resume named in the log), discarding damaged
+and stale states, DeepSpeed's engine folders, and the trainer resuming past a damaged state."""
 
 import hashlib
+import signal
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import torch
-from training_helpers import (
+
+from dashrepro.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
+from dashrepro.io import read_parquet
+from dashrepro.layout import TEACHER_CONTEXTS, TOKEN_TRACES, TRAIN_METRICS
+from dashrepro.training.resume import Checkpointer, TrainingState, _folder
+from dashrepro.training.resume._checkpointer import DEEPSPEED_FILES, export_adapter
+from dashrepro.training.resume._folder import (
+    OPTIMIZER_FILE,
+    SCHEDULER_FILE,
+    read_record,
+    state_dir,
+)
+from dashrepro.training.resume._retention import resume_points
+
+from .resume_helpers import (
     RUN_CONFIG,
+    SAVED,
     FakeAccelerator,
     adapter_tensors,
+    bare_checkpointer,
     deepspeed_checkpointer,
     delete,
     flip_one_bit,
     make_run,
     truncate,
     write_deepspeed_states,
-)
-
-from dashrepro.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS
-from dashrepro.io import read_parquet
-from dashrepro.layout import TEACHER_CONTEXTS, TOKEN_TRACES, TRAIN_METRICS
-from dashrepro.training import state_choice, state_integrity
-from dashrepro.training.checkpointer import (
-    DEEPSPEED_FILES,
-    Checkpointer,
-    export_adapter,
-)
-from dashrepro.training.run_state import TrainingState
-from dashrepro.training.state_integrity import (
-    OPTIMIZER_FILE,
-    SCHEDULER_FILE,
-    read_state_record,
-    state_dir,
 )
 
 
@@ -58,10 +59,9 @@ class Run:
         self.lines = []
         accelerator = DeepSpeedAccelerator(main) if deepspeed else FakeAccelerator(main)
         self.state = TrainingState(*make_run(lora_seed=lora_seed))
-        # 2 micro-batches of 3 rollouts a step
         self.checkpointer = Checkpointer(
-            out_dir, accelerator, RUN_CONFIG, seed=3, rollouts_per_step=6, name="opsd seed 3",
-            deepspeed=deepspeed, log=self.lines.append,
+            out_dir, accelerator, RUN_CONFIG, name="opsd seed 3", deepspeed=deepspeed,
+            log=self.lines.append,
         )  # fmt: skip
         self.accelerator, self.resume_root = accelerator, self.checkpointer.root
 
@@ -105,14 +105,14 @@ def test_export_adapter_of_an_incomplete_state_leaves_no_checkpoint(tmp_path):
     assert list((tmp_path / "out").iterdir()) == []  # neither the folder nor its temporary
 
 
-def test_a_written_state_holds_the_step_its_data_position_and_the_records(tmp_path):
+def test_a_written_state_holds_the_step_and_the_records(tmp_path):
     run = Run(tmp_path)
     run.record_step(1)
     run.record_step(2)
     run.write_state(2)
-    record = read_state_record(state_dir(run.resume_root, 2))
+    record = read_record(state_dir(run.resume_root, 2))
     assert record["step"] == 2
-    assert record["data_state"] == {"rollouts_consumed": 12}  # 2 steps x 2 micro x 3 rollouts
+    assert "data_state" not in record  # the data position is a function of (seed, step)
     assert record["extra"] == {}  # no DeepSpeed folder to record
     assert list(read_parquet(run.resume_root / TRAIN_METRICS)["step"]) == [1, 2]
     assert list(read_parquet(run.resume_root / TOKEN_TRACES)["r"]) == [0.5, 1.0]
@@ -168,7 +168,7 @@ def test_a_deepspeed_state_records_its_engine_folder_and_only_recent_folders_sta
     assert folder == str(run.checkpointer.deepspeed_state(1))
     assert kwargs == {"exclude_frozen_parameters": True}  # the base weights stay out
     assert run.accelerator.barriers == 9  # three per save: the engine's parts, then the state
-    extra = read_state_record(state_dir(run.resume_root, 3))["extra"]
+    extra = read_record(state_dir(run.resume_root, 3))["extra"]
     assert extra == {
         DEEPSPEED_FILES: {
             "partition.pt": {"bytes": 6, "sha256": hashlib.sha256(b"engine").hexdigest()}
@@ -182,15 +182,15 @@ def test_a_deepspeed_state_records_its_engine_folder_and_only_recent_folders_sta
 def test_a_deepspeed_state_without_its_engine_folder_is_named(tmp_path):
     run = Run(tmp_path, deepspeed=True)
     run.save(1)
-    folder = state_dir(run.resume_root, 1)
-    assert run.checkpointer.deepspeed_state_problems(1, folder) == []
+    check = _folder.check_state_folder(state_dir(run.resume_root, 1))
+    assert run.checkpointer.deepspeed_state_problems(1, check) == []
     engine = run.checkpointer.deepspeed_state(1)
     (engine / "partition.pt").unlink()
-    assert run.checkpointer.deepspeed_state_problems(1, folder) == [
+    assert run.checkpointer.deepspeed_state_problems(1, check) == [
         f"{engine / 'partition.pt'}: missing"
     ]
     engine.rmdir()
-    assert run.checkpointer.deepspeed_state_problems(1, folder) == [
+    assert run.checkpointer.deepspeed_state_problems(1, check) == [
         f"{engine}: missing (the DeepSpeed engine's state of step-000001)"
     ]
 
@@ -222,7 +222,10 @@ def test_the_newest_state_is_resumed_with_its_records_cut_to_its_step(tmp_path):
     assert list(pd.concat(records.contexts)["context"]) == ["c1", "c2"]
     resumed = adapter_tensors(fresh.state.policy)
     assert all(torch.allclose(resumed[k], saved[k], atol=0.0, rtol=0.0) for k in saved)
-    assert fresh.lines[-1] == f"[train] resuming opsd seed 3 after step 2 from {latest}"
+    assert fresh.lines[-1] == (
+        f"[train] resuming opsd seed 3 after step 2 from {latest} "
+        "(5 files verified by sha256; 2 metrics rows kept)"
+    )
 
 
 def test_no_kept_state_means_no_resume_point_and_nothing_logged(tmp_path):
@@ -235,24 +238,37 @@ def test_states_of_another_config_are_discarded_by_the_main_process(tmp_path):
     run = Run(tmp_path)
     run.write_state(1)
     latest = state_dir(run.resume_root, 1)
-    assert run.checkpointer.discard_if_stale(latest) is False
+    check = _folder.check_state_folder(latest)
+    assert run.checkpointer.discard_if_stale(check) is False
     assert latest.is_dir() and run.lines == []
     changed = {**RUN_CONFIG, "train": {**RUN_CONFIG["train"], "lr": 1e-3}}
     other = Run(tmp_path, main=False)
     other.checkpointer.run_config = changed
-    assert other.checkpointer.discard_if_stale(latest) is True
+    assert other.checkpointer.discard_if_stale(check) is True
     assert latest.is_dir()  # not the main process: it only waits
     main = Run(tmp_path)
     main.checkpointer.run_config = changed
     assert main.checkpointer.restore(main.state) is None  # stale: discarded, step 0
     assert not run.resume_root.exists()
-    # The differing key is named (its wording is checkpointing.state_config_differences's).
+    # The differing key is named (its wording is _folder.config_differences's).
     [line] = main.lines
-    assert line.startswith(
+    assert line == (
         f"[train] discarding the training states in {run.resume_root}: step-000001 was written "
-        "under other values: train.lr: "
+        "under other values: train.lr: 0.002 (checkpoint) != 0.001 (now)"
     )
     assert main.accelerator.barriers == 2
+
+
+def test_the_end_of_a_run_removes_the_states_and_what_killed_writes_left(tmp_path):
+    run = Run(tmp_path)
+    run.save(2, export=True)
+    # A kill during an earlier attempt's export of checkpoint-2 and its write of the metrics.
+    (tmp_path / ".checkpoint-2.k2j3h4.tmp").mkdir()
+    (tmp_path / ".checkpoint-2.k2j3h4.tmp" / ADAPTER_WEIGHTS).write_bytes(b"half")
+    (tmp_path / f".{TRAIN_METRICS}.a1b2c3.tmp").write_bytes(b"half")
+    (tmp_path / ".notes.tmp").write_text("not the run's")
+    run.checkpointer.remove_states()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".notes.tmp", "checkpoint-2"]
 
 
 # ------------------------------------------------------------------------------------------------
@@ -271,7 +287,7 @@ def test_the_deepspeed_folders_of_the_two_newest_states_are_kept(tmp_path, monke
         checkpointer.write_state(state)
         kept = sorted(p.name for p in root.glob("deepspeed-step-*"))
         assert kept == [f"deepspeed-step-{s:06d}" for s in (step - 1, step) if s >= 1]
-    assert state_choice.newest_complete_steps(root) == [3, 4]
+    assert resume_points(root) == [3, 4]
     assert all((state_dir(root, s) / "optimizer.pt").is_file() for s in (3, 4))
     assert not any((state_dir(root, s) / "optimizer.pt").exists() for s in (1, 2))
 
@@ -287,7 +303,7 @@ def test_a_damaged_deepspeed_partition_is_named_and_its_state_passed_over(
     partition = root / "deepspeed-step-000003/pytorch_model/zero_pp_rank_0_optim_states.pt"
     fault(partition)
     checkpointer.lines.clear()
-    assert checkpointer.resumable_state() == state_dir(root, 2)
+    assert checkpointer.resumable_state().folder == state_dir(root, 2)
     [line] = checkpointer.lines
     assert line.startswith(
         f"[train] discarding damaged training state {state_dir(root, 3)}: {partition}: "
@@ -301,12 +317,146 @@ def test_intact_deepspeed_states_verify_and_older_records_are_checked_for_presen
 ):
     checkpointer = write_deepspeed_states(tmp_path, monkeypatch)
     checkpointer.lines.clear()
-    assert checkpointer.resumable_state() == state_dir(checkpointer.root, 3)
+    assert checkpointer.resumable_state().folder == state_dir(checkpointer.root, 3)
     assert checkpointer.lines == []
-    # A record without the key (written before DeepSpeed folders were hashed): nothing to compare.
-    assert (
-        state_integrity.companion_folder_problems(
-            state_dir(checkpointer.root, 3), "other", tmp_path
-        )
-        == []
+    # A record without the key (written before DeepSpeed folders were hashed): presence only.
+    record = read_record(state_dir(checkpointer.root, 3))
+    del record["extra"][DEEPSPEED_FILES]
+    check = _folder.StateCheck(state_dir(checkpointer.root, 3), record, ())
+    assert checkpointer.deepspeed_state_problems(3, check) == []
+
+
+# ------------------------------------------------------------------------------------------------
+# Resuming: each file hashed once, the config checked once, the fallback, the processes
+# ------------------------------------------------------------------------------------------------
+
+
+def test_a_resume_hashes_each_file_once_and_checks_the_config_once(tmp_path, monkeypatch):
+    run = Run(tmp_path)
+    for step in (1, 2):
+        run.record_step(step)
+        run.write_state(step)
+    hashed, fingerprints = [], []
+    real_hash, real_fingerprint = _folder.sha256_file, _folder.config_fingerprint
+    monkeypatch.setattr(_folder, "sha256_file", lambda p: hashed.append(p) or real_hash(p))
+    monkeypatch.setattr(
+        _folder, "config_fingerprint", lambda c: fingerprints.append(c) or real_fingerprint(c)
     )
+    fresh = Run(tmp_path, lora_seed=2)
+    assert fresh.checkpointer.restore(fresh.state) == state_dir(run.resume_root, 2)
+    assert sorted(p.name for p in hashed) == sorted(
+        read_record(state_dir(run.resume_root, 2))["files"]
+    )  # the newest state's five files, once each; the older one is never read
+    assert len(fingerprints) == 1
+
+
+@pytest.mark.parametrize("deepspeed", [False, True], ids=["ddp", "deepspeed"])
+def test_the_checkpointer_falls_back_to_the_previous_state_and_logs_it(states, deepspeed):
+    root, _ = states
+    if deepspeed:
+        for step in SAVED:
+            (root / f"deepspeed-step-{step:06d}").mkdir()
+    newest = state_dir(root, 3)
+    truncate(newest / "optimizer.pt")
+    checkpointer = bare_checkpointer(root, deepspeed)
+    assert checkpointer.resumable_state().folder == state_dir(root, 2)
+    [line] = checkpointer.lines
+    assert line.startswith(
+        f"[train] discarding damaged training state {newest}: {newest / 'optimizer.pt'}: "
+    )
+    assert " bytes, its record says " in line
+    assert not newest.exists()
+    assert checkpointer.accelerator.barriers == 2
+    assert (root / "deepspeed-step-000003").exists() is False
+    assert (root / "deepspeed-step-000002").exists() is deepspeed
+
+
+def test_only_the_main_process_removes_a_damaged_state(states):
+    root, _ = states
+    truncate(state_dir(root, 3) / "optimizer.pt")
+    checkpointer = bare_checkpointer(root, deepspeed=False, main=False)
+    assert checkpointer.resumable_state().folder == state_dir(root, 2)
+    assert state_dir(root, 3).exists()  # rank 0 removes it
+    assert checkpointer.accelerator.barriers == 2
+    assert len(checkpointer.lines) == 1
+
+
+def test_a_deepspeed_state_without_its_engine_folder_is_passed_over(states):
+    root, _ = states
+    (root / "deepspeed-step-000002").mkdir()  # the one of step 3 is missing
+    checkpointer = bare_checkpointer(root, deepspeed=True)
+    assert checkpointer.resumable_state().folder == state_dir(root, 2)
+    assert checkpointer.lines == [
+        f"[train] discarding damaged training state {state_dir(root, 3)}: "
+        f"{root / 'deepspeed-step-000003'}: missing (the DeepSpeed engine's state of step-000003)"
+    ]
+    checkpointer = bare_checkpointer(root, deepspeed=True)
+    (root / "deepspeed-step-000002").rmdir()
+    assert checkpointer.resumable_state() is None
+    assert (
+        checkpointer.lines[-1]
+        == f"[train] no kept training state under {root} verifies; starting at step 0"
+    )
+
+
+def test_a_file_added_to_a_deepspeed_folder_is_named(tmp_path, monkeypatch):
+    checkpointer = write_deepspeed_states(tmp_path, monkeypatch)
+    stray = checkpointer.root / "deepspeed-step-000003/pytorch_model/extra.pt"
+    stray.write_bytes(b"x")
+    checkpointer.lines.clear()
+    assert checkpointer.resumable_state().folder == state_dir(checkpointer.root, 2)
+    assert checkpointer.lines == [
+        f"[train] discarding damaged training state {state_dir(checkpointer.root, 3)}: "
+        f"{stray}: not in the state's record"
+    ]
+
+
+def test_a_deepspeed_resume_names_the_engine_files_it_verified(tmp_path, monkeypatch):
+    checkpointer = write_deepspeed_states(tmp_path, monkeypatch)
+    loaded = []
+    checkpointer.accelerator.load_state = lambda folder, **kw: loaded.append((folder, kw))
+    checkpointer.lines.clear()
+    state = TrainingState(*make_run(lora_seed=2))
+    assert checkpointer.restore(state) == state_dir(checkpointer.root, 3)
+    assert loaded == [(str(checkpointer.deepspeed_state(3)), {"load_module_strict": False})]
+    assert checkpointer.lines == [
+        f"[train] resuming opsd seed 3 after step 3 from {state_dir(checkpointer.root, 3)} "
+        "(5 files verified by sha256, and 1 of its DeepSpeed folder; 0 metrics rows kept)"
+    ]
+
+
+# ------------------------------------------------------------------------------------------------
+# End to end: the trainer, killed, its newest state damaged, rerun
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_trainer_resumes_from_the_state_before_a_damaged_one(
+    tmp_path, tiny_setup, default_config
+):
+    from test_trainer_resume import (
+        assert_same_adapters,
+        run_to_end,
+        start_and_interrupt,
+        write_run,
+    )
+
+    budget = {"steps": 4, "checkpoint_every": 2, "state_every_minutes": 1e-6}  # a state a step
+    whole = tmp_path / "whole"
+    run_to_end(write_run(tmp_path / "whole.json", tiny_setup, default_config, whole, **budget))
+    out = tmp_path / "out"
+    run = write_run(tmp_path / "run.json", tiny_setup, default_config, out, **budget)
+    rc = start_and_interrupt(run, out, 2, lambda p: p.send_signal(signal.SIGKILL))
+    assert rc == -signal.SIGKILL
+    newest = state_dir(out / ".resume", resume_points(out / ".resume")[-1])
+    previous = int(newest.name.split("-")[1]) - 1
+    assert previous >= 1 and (state_dir(out / ".resume", previous) / "optimizer.pt").is_file()
+    flip_one_bit(newest / "adapter_model.safetensors")
+    done = run_to_end(run)
+    log = done.stdout + done.stderr
+    assert f"discarding damaged training state {newest}: " in log
+    assert (
+        f"resuming dash seed 3 after step {previous} from {state_dir(out / '.resume', previous)} "
+        f"(5 files verified by sha256; {previous} metrics rows kept)"
+    ) in log
+    assert_same_adapters(whole, out, steps=(2, 4))

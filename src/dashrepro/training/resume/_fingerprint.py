@@ -1,10 +1,11 @@
-"""The fingerprint of a run's config, and the keys in which two configs differ.
+"""A run config's fingerprint, and the keys in which two configs differ.
 
 A training state records the config it was written under (``run_config``) and its
 ``config_fingerprint``: the sha256 of the config as canonical JSON (sorted keys, no
-whitespace). A resume compares fingerprints; when they differ, ``config_diff`` names every
-differing leaf, so the refusal (or the trainer's decision to discard the kept states) says
-exactly what changed, e.g. ``train.lr: 0.003 (checkpoint) != 0.001 (now)``.
+whitespace). When a kept state's fingerprint is not the current config's, ``config_diff`` names
+every differing leaf, so the checkpointer's decision to discard the kept states says exactly
+what changed, e.g. ``train.lr: 0.003 (checkpoint) != 0.001 (now)``. The comparison itself is
+``_folder.config_differences``'s, the one config check of a resume.
 
     config_fingerprint({"train": {"lr": 1e-3}, "seed": 3}) == config_fingerprint(
         {"seed": 3, "train": {"lr": 1e-3}})          # True: key order does not matter

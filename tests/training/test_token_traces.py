@@ -1,11 +1,11 @@
-"""Tests of dashrepro.training.tracing: which rollouts are traced, and D_t as the motivation
+"""Tests of dashrepro.training.token_traces: which rollouts are traced, and D_t as the motivation
 figure reads it."""
 
 import torch
 
 from dashrepro import objectives
-from dashrepro.training.run_state import RunRecords
-from dashrepro.training.tracing import RolloutTracer
+from dashrepro.training.resume import RunRecords
+from dashrepro.training.token_traces import RolloutTracer
 
 
 def test_micro_batch_zero_of_the_traced_steps_is_traced():

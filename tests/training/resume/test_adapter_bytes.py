@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 SAVE_STATE = r"""
-import random, sys
+import sys
 import torch
 from peft import LoraConfig, get_peft_model
 from transformers import Qwen3Config, Qwen3ForCausalLM
-from dashrepro.training.checkpointing import save_training_state
+from dashrepro.training.resume._folder import write_state_folder
 
 torch.manual_seed(0)
 config = Qwen3Config(vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
@@ -28,8 +28,8 @@ modules = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down
 model = get_peft_model(Qwen3ForCausalLM(config), LoraConfig(r=4, target_modules=modules))
 optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=1e-3)
 scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 1.0)
-save_training_state(sys.argv[1], model=model, optimizer=optimizer, scheduler=scheduler, step=1,
-                    data_state={}, python_rng=random.Random(0), run_config={"seed": 0})
+write_state_folder(sys.argv[1], model=model, optimizer=optimizer, scheduler=scheduler, step=1,
+                   run_config={"seed": 0})
 """
 
 
