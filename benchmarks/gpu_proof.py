@@ -1,7 +1,10 @@
 """The cluster code paths on one GPU at the paper's Qwen3-1.7B shapes, run and measured.
 
 Each stage runs in its own subprocess with its own time limit (a failure is recorded and the
-next stage runs), writes ``<out>/<stage>.json``, and the last lines printed are one table:
+next stage runs), writes ``<out>/<stage>.json``, and the last lines printed are one table. Every
+measurement is also appended to ``<out>/measurements.jsonl`` as it is made (``record``): a stage
+killed at its limit or crashed returns what it measured before (its ``measurements``). The
+stages run with ``TORCH_LOGS`` set to log recompiles, graph breaks and CUDA-graph skips:
 
 - ``env``        versions, the device, and whether vLLM, DeepSpeed and FlashAttention-2 import;
 - ``smoke``      the same code at a small shape (2 training steps, a checkpoint, its evaluation),
@@ -17,11 +20,14 @@ next stage runs), writes ``<out>/<stage>.json``, and the last lines printed are 
                  where the paper has 2, see ``SHAPES``),
                  without DeepSpeed: the step time by phase and the peak memory;
 - ``profile``    one rollout call of HF ``generate`` as the trainer makes it (the bf16 LoRA
-                 student, one micro-batch), timed, then under the torch profiler: the share of
-                 its time the GPU spends in kernels, with the adapter and without;
-- ``fast_generation``  the eager and the compiled HF paths side by side, rollouts and
-                 evaluation, with the compiled graphs counted across adapter updates and the
-                 planned evaluation batch at long caps (``gpu_proof_fast_generation.py``);
+                 student, one micro-batch), timed, then a 32-step window under the torch
+                 profiler: the share of its time the GPU spends in kernels, with the adapter
+                 and without;
+- ``fast_generation``  the HF sampling paths side by side in sections run in order of value
+                 and each guarded: compiled rollouts, eager rollouts, eager on the merged copy
+                 (bf16 and fp32), evaluation eager and compiled, continuous batching on a mix
+                 of lengths up to the paper's cap, the step cost at long cached lengths
+                 (``gpu_proof_fast_generation.py``);
 - ``deepspeed``  OPSD under the scale's ZeRO-2 config (optimizer offloaded to the CPU) through
                  the trainer's command line: an uninterrupted run, and one SIGKILLed after the
                  state of its second-last step and run again, which must end at the same adapter;
@@ -106,8 +112,11 @@ SHAPES = {
         # 512 tokens: the evaluation shares the lease with the training stages beside it.
         "eval_problems": 4, "eval_samples": 12, "eval_max_new_tokens": 512,
         "objective_lengths": [1024, 4096], "objective_hidden": 2048,
-        # fast_generation: the long caps, and the decode steps timed after each prefill.
-        "fast_long_lengths": [4096, 16384], "fast_window": 64,
+        # fast_generation: the cached positions whose step cost is timed (a short prompt, a
+        # static cache of that length, long_steps steps); the continuous evaluation's cap (the
+        # paper's), its requests and its time limit. The stage fits 400 s (STAGE_LIMITS).
+        "fast_long_lengths": [4096, 16384, 38912], "long_steps": 64,
+        "continuous_cap": 38912, "continuous_requests": 96, "continuous_seconds": 60,
     },
     "tiny": {
         "architecture": {
@@ -119,9 +128,13 @@ SHAPES = {
         "steps": 2, "max_new_tokens": 16, "lora_rank": 8,
         "deepspeed_steps": 2, "deepspeed_max_new_tokens": 16, "profile_tokens": 8,
         "grad_accumulation": 2,
-        "eval_problems": 2, "eval_samples": 3, "eval_max_new_tokens": 16,
+        # 2 x 2 responses: the rollouts' 4 rows, so that the CPU twin's compiled sections share
+        # one shape (with the twin's budget of 4 rows at 256 positions) and compile it once.
+        "eval_problems": 2, "eval_samples": 2, "eval_max_new_tokens": 16,
         "objective_lengths": [128], "objective_hidden": 64,
-        "fast_long_lengths": [32, 64], "fast_window": 4,
+        # One long length, at the same cache shape: each new shape is a compile of its own.
+        "fast_long_lengths": [256], "long_steps": 4,
+        "continuous_cap": 64, "continuous_requests": 12, "continuous_seconds": 30,
     },
 }  # fmt: skip
 #: The smoke stage's shape: ``tiny`` on the device under test.
@@ -140,13 +153,16 @@ WHEELS = [
 ]  # fmt: skip
 DEEPSPEED_SDIST = "deepspeed==0.19.8"
 
+#: Decode steps of a profiled window (stage profile; fast_generation's own windows likewise).
+PROFILE_STEPS = 32
+
 STAGES = ("env", "smoke", "build", "objectives", "profile", "fast_generation", "train_opsd",
           "train_dash", "deepspeed", "evaluate")  # fmt: skip
 #: Seconds each stage may take on the GPU shape (the CPU twin's are far shorter).
 #: Measured on an H200 (HF rollouts): objectives 148 s (a subprocess per path and length), 3
 #: OPSD steps 228 s (a step 58 s, of it 56.5 s HF ``generate``).
 STAGE_LIMITS = {"env": 60, "smoke": 120, "build": 120, "objectives": 200, "profile": 120,
-                "fast_generation": 480, "train_opsd": 400, "train_dash": 400, "deepspeed": 400, "evaluate": 400}  # fmt: skip
+                "fast_generation": 400, "train_opsd": 400, "train_dash": 400, "deepspeed": 400, "evaluate": 400}  # fmt: skip
 
 
 # ----------------------------------------------------------------------------------------------
@@ -477,7 +493,9 @@ def stage_deepspeed(args) -> dict:
         "rollout_backend": json.loads(whole.read_text())["train"]["rollout_backend"],
         "max_new_tokens": SHAPES[shape]["deepspeed_max_new_tokens"],
         "killed_after_state": steps - 1, "runs": timings,
-        "resume_logged": resumed_line[-1][-200:] if resumed_line else None,
+        # From "resuming" on (the line names the resumed state's folder, a long path).
+        "resume_logged": (resumed_line[-1][resumed_line[-1].index("resuming"):][:400]
+                          if resumed_line else None),
         "same_adapter": all(torch.equal(first[k], second[k]) for k in first) and first.keys() == second.keys(),
         "max_abs_difference": max(differences) if differences else None,
         "adapter_tensors": len(first),
@@ -515,7 +533,9 @@ def stage_profile(args) -> dict:
     problems = pd.read_parquet(training_parquet(args))["problem"].tolist()
     prompts = problems[: int(train_cfg["micro_batch_size"])]
     tokens = spec["profile_tokens"]
-    profiled_tokens = min(tokens, 16)
+    # A window of PROFILE_STEPS decode steps only: a lease ran out reading back 1.7B's ~1,500
+    # kernels a step over a full-length call.
+    profiled_tokens = PROFILE_STEPS
     settings = SamplingSettings(temperature=train_cfg["temperature"], top_p=train_cfg["top_p"],
                                 top_k=train_cfg.get("top_k"), max_new_tokens=tokens,
                                 batch_size=len(prompts))  # fmt: skip
@@ -542,8 +562,6 @@ def stage_profile(args) -> dict:
             activities = [ProfilerActivity.CPU] + (
                 [ProfilerActivity.CUDA] if device == "cuda" else []
             )
-            # A shorter call under the profiler: reading back 1.7B's ~1,500 kernels a decode
-            # step takes minutes at the timed call's length (a lease's profile stage ran out).
             with profile(activities=activities) as profiler:
                 profiled_seconds, _ = timed(1, replace(settings, max_new_tokens=profiled_tokens))
         kernels = [e for e in profiler.events()
@@ -565,6 +583,7 @@ def stage_profile(args) -> dict:
                 for e in sorted(profiler.key_averages(), key=lambda e: -e.self_cpu_time_total)[:8]
             ],
         }  # fmt: skip
+        record(args.out, "profile", name, results[name])
     return results
 
 
@@ -611,17 +630,19 @@ def evaluate(args, shape: str, checkpoint: str) -> dict:
                           dtype="bfloat16", kv_cache_budget_gib=args.kv_budget_gib)  # fmt: skip
     reset_peak()
     t0 = time.perf_counter()
+    timing = {}  # the sampling's own seconds (the responses frame holds data only)
     responses = generate_policy_responses(
         base_model_dir=base_model_dir(args, shape),
         adapter_dir=checkpoint,
         benchmark_files={name: parquet},
         generation=generation,
         checkpoint=f"opsd/{shape}/seed0/step{checkpoint_step(Path(checkpoint))}",
+        timing=timing,
     )
     wall = time.perf_counter() - t0
     samples, summary = grade_and_summarize(responses, [name], generation)
     tokens = int(responses["n_tokens"].sum()) if "n_tokens" in responses else None
-    seconds = float(responses.attrs.get("generation_seconds", wall))
+    seconds = float(timing.get("generation_seconds", wall))
     samples.to_parquet(Path(args.out) / f"samples_{shape}.parquet")
     return {
         "backend": generation["backend"], "checkpoint": checkpoint, "benchmark": name,
@@ -714,6 +735,43 @@ def install_wheels(folder: Path, target: Path) -> None:
         print(f"DeepSpeed from {sdist.name}: pip exited {built.returncode}", flush=True)
 
 
+#: Every measurement of every stage, one JSON object a line, appended as it is made.
+MEASUREMENTS = "measurements.jsonl"
+#: What the stages log through ``TORCH_LOGS``: recompiles, graph breaks, CUDA-graph skips.
+TORCH_LOGS = "recompiles,graph_breaks,cudagraphs"
+
+
+def record(out: str | Path, stage: str, section: str, values: dict) -> None:
+    """One measurement appended to ``<out>/measurements.jsonl`` at once: a single ``write`` of
+    one whole line to a file opened for appending (so that lines of stages running side by side
+    never interleave), flushed to the disk before the stage goes on. A stage killed after it
+    keeps the line."""
+    line = json.dumps({"stage": stage, "section": section, "time": round(time.time(), 1),
+                       **values}, default=str) + "\n"  # fmt: skip
+    fd = os.open(Path(out) / MEASUREMENTS, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def recorded(out: str | Path, stage: str, since: float = 0.0) -> list[dict]:
+    """The measurements ``stage`` recorded at or after ``since`` (a torn last line skipped)."""
+    path = Path(out) / MEASUREMENTS
+    if not path.exists():
+        return []
+    found = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if entry.get("stage") == stage and entry.get("time", 0) >= since:
+            found.append(entry)
+    return found
+
+
 def write_json(path: Path, value) -> None:
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(json.dumps(value, indent=1, default=str))
@@ -735,9 +793,11 @@ def run_stage(args, stage: str, env: dict, limit: float, extra: tuple = ()) -> d
     command += list(extra)
     log = Path(args.out) / f"{stage}.log"
     t0 = time.perf_counter()
+    since = round(time.time(), 1) - 0.1
     with open(log, "w") as handle:
         try:
-            code = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env,
+            code = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT,
+                                  env={**env, "TORCH_LOGS": TORCH_LOGS},
                                   timeout=limit).returncode  # fmt: skip
         except subprocess.TimeoutExpired:
             code = "timeout"
@@ -748,7 +808,9 @@ def run_stage(args, stage: str, env: dict, limit: float, extra: tuple = ()) -> d
         cut = {} if code == 0 else {"note": "cut off at its limit after writing its result"}
         return {"ok": True, "seconds": seconds, **cut, **json.loads(result_file.read_text())}
     tail = log.read_text(errors="replace")[-2500:]
-    return {"ok": False, "seconds": seconds, "exit": code, "log_tail": tail}
+    # A stage killed or crashed keeps what it measured before.
+    return {"ok": False, "seconds": seconds, "exit": code, "log_tail": tail,
+            "measurements": recorded(args.out, stage, since)}  # fmt: skip
 
 
 def objective_cell(result: dict) -> str:
@@ -1023,7 +1085,11 @@ def run_stages(args, out: Path) -> int:
             extra = (
                 ("--wait-for-checkpoint",) if stage == "evaluate" and "train_opsd" in beside else ()
             )
-            result = run_stage(args, stage, env, limit, extra)
+            try:
+                result = run_stage(args, stage, env, limit, extra)
+            except Exception as error:  # the runner itself failed: recorded, the next runs
+                result = {"ok": False, "seconds": 0, "exit": f"{type(error).__name__}: {error}",
+                          "log_tail": "", "measurements": recorded(args.out, stage)}  # fmt: skip
             if beside:
                 result["beside"] = beside
             with lock:

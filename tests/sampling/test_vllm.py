@@ -255,7 +255,7 @@ def test_no_lora_engine_refuses_adapters(fake_vllm):
 def test_make_sampler_picks_the_backend(fake_vllm):
     assert isinstance(make_sampler("vllm", base_model="b", tokenizer=FakeTokenizer()), VLLMSampler)
     assert isinstance(make_sampler("hf", base_model="b", tokenizer=FakeTokenizer()), HFSampler)
-    with pytest.raises(ValueError, match=r"'hf', 'hf_compiled', 'vllm'"):
+    with pytest.raises(ValueError, match=r"'hf', 'hf_compiled', 'hf_continuous', 'vllm'"):
         make_sampler("sglang", base_model="b")
 
 

@@ -16,6 +16,40 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "benchmarks/gpu_proof.py"
 PERFORMANCE_PAGE = (ROOT / "docs/performance.md").read_text()
+sys.path.insert(0, str(SCRIPT.parent))
+import gpu_proof  # noqa: E402
+from gpu_proof_fast_generation import SECTIONS  # noqa: E402
+
+#: The tiny shape's key/value cache of 4 rows x 256 positions (2 layers x 1 head x 32 x 2 x
+#: bf16 = 256 bytes a position): the budget of the twin's compiled and continuous sections.
+TWIN_BUDGET_GIB = 4 * 256 * 256 / 2**30
+
+
+def check_fast_generation(fast: dict) -> None:
+    """Stage fast_generation at the tiny shape: every section ran, in order of value, and each
+    measured what it says."""
+    assert fast["sections"] == list(SECTIONS)
+    errors = {name: fast[name]["error"] for name in SECTIONS if "error" in fast[name]}
+    assert not errors, errors
+    # The compiled rollouts compile once, and not again after three adapter updates or for
+    # their 32-step profiled window at the same cache.
+    compiled = fast["compiled_rollouts"]
+    graphs = compiled["compiled_graphs"]
+    assert graphs["after_updates"] == graphs["after_first_call"] >= 1
+    assert compiled["profile"]["compiled_graphs"] == graphs["after_first_call"]
+    assert compiled["profile"]["profiled_steps"] == 32
+    assert [u["tokens"] for u in compiled["after_updates"]] == [4 * 16] * 3
+    # Eager on the PEFT model, and on the merged copy in bf16 and fp32: the ratios' parts.
+    assert fast["eager_rollouts"]["tokens"] == 4 * 16
+    assert fast["eager_merged"]["bf16"]["tokens"] == fast["eager_merged"]["fp32"]["tokens"] == 64
+    assert all(value is not None for value in fast["ratios"].values()), fast["ratios"]
+    for name in ("hf_fp32", "hf_compiled_bf16"):
+        assert fast["evaluation"][name]["tokens"] == 4 * 16
+    # The continuous evaluation: 12 requests of the stated mix, 4 blocks of cache, all done.
+    continuous = fast["continuous_evaluation"]
+    assert continuous["num_blocks"] == 4 and continuous["finished"] == 12
+    assert continuous["tokens"] == continuous["asked_tokens"] and not continuous["stopped_at_limit"]
+    assert [w["rows"] for w in fast["long_context"]["lengths"]] == [4]
 
 
 def test_gpu_proof_runs_every_stage_at_the_small_shape(tmp_path):
@@ -30,16 +64,20 @@ def test_gpu_proof_runs_every_stage_at_the_small_shape(tmp_path):
     out = tmp_path / "out"
     # As a lease runs it: the profile alone, then three lanes side by side. The limits are a
     # GPU's; on 2 cores shared with the vLLM cases (run beside the suite) four lanes need more.
+    # The budget holds 4 rows of 256 positions (TWIN_BUDGET_GIB): every compiled section runs
+    # at the rollouts' shape and compiles once.
     command = [sys.executable, str(SCRIPT), "--shape", "tiny", "--out", str(out),
                "--backend", "hf", "--config-json", str(config), "--limit-factor", "3",
-               "--stages", "env,smoke,build,objectives,profile,fast_generation",
+               "--kv-budget-gib", str(TWIN_BUDGET_GIB),
+               # No smoke stage: at the tiny shape it is build, train_opsd and evaluate again.
+               "--stages", "env,build,objectives,profile,fast_generation",
                "--lanes", "train_opsd|evaluate|train_dash|deepspeed"]  # fmt: skip
     completed = subprocess.run(command, env=env, capture_output=True, text=True)
     summary = json.loads((out / "summary.json").read_text())
     failed = {k: v.get("log_tail", v)[-800:] for k, v in summary.items() if not v["ok"]}
     assert completed.returncode == 0 and not failed, failed
 
-    assert list(summary) == ["env", "smoke", "build", "objectives", "profile", "fast_generation",
+    assert list(summary) == ["env", "build", "objectives", "profile", "fast_generation",
                              "train_opsd", "evaluate", "train_dash", "deepspeed"]  # fmt: skip
     assert summary["env"]["rollout_backend_auto"] == "hf"  # no vLLM in .venv
     # Each lane's results name the stages that shared the device with them.
@@ -60,32 +98,26 @@ def test_gpu_proof_runs_every_stage_at_the_small_shape(tmp_path):
     assert "resuming opsd seed 0 after step 1" in resume["resume_logged"]
     assert resume["resumed_steps"] == [1, 2] and resume["same_losses"]
     assert resume["same_adapter"] and resume["max_abs_difference"] == 0.0
-    # The profile times the trainer's rollout call with and without the adapter (kernel
-    # shares need a GPU: None here).
+    # The profile times the trainer's rollout call with and without the adapter, and profiles
+    # a 32-step window (kernel shares need a GPU: None here).
     for variant in ("lora", "base"):
         profiled = summary["profile"][variant]
         assert profiled["generated_tokens"] == 4 * 8 and profiled["kernel_share"] is None
-        assert profiled["top_cpu_ops"]
-    # The eager and compiled paths side by side: the compiled rollouts compile once and not
-    # again across three adapter updates, every path samples every token asked for, and the
-    # long caps' batches are planned (the tiny shape's 100 GiB holds a whole shard of 360).
-    fast = summary["fast_generation"]
-    compiled = fast["rollouts"]["hf_compiled"]
-    graphs = compiled["compiled_graphs"]
-    assert graphs["after_updates"] == graphs["after_first_call"] >= 1
-    assert fast["rollouts"]["hf"]["compiled_graphs"]["after_updates"] == 0
-    assert [u["tokens"] for u in compiled["after_updates"]] == [4 * 16] * 3
-    assert fast["evaluation"]["hf_compiled_bf16"]["tokens"] == 6 * 16
-    assert fast["evaluation"]["hf_fp32"]["tokens"] == 6 * 16
-    assert [w["planned_batch"] for w in fast["evaluation"]["long"]] == [360, 360]
-    # The evaluation writes and grades records as the rules do: 2 problems x 3 samples.
+        assert profiled["profiled_tokens"] == 32 and profiled["top_cpu_ops"]
+    # Every measurement is a JSON line of its own, written when it was made.
+    lines = [json.loads(line) for line in (out / "measurements.jsonl").read_text().splitlines()]
+    assert [e["section"] for e in lines if e["stage"] == "profile"] == ["lora", "base"]
+    fast_sections = [e["section"] for e in lines if e["stage"] == "fast_generation"]
+    assert list(dict.fromkeys(fast_sections)) == [*SECTIONS, "ratios"]
+    check_fast_generation(summary["fast_generation"])
+    # The evaluation writes and grades records as the rules do: 2 problems x 2 samples.
     evaluation = summary["evaluate"]
-    assert evaluation["responses"] == 6 and evaluation["finish_reasons"] == {"length": 6}
+    assert evaluation["responses"] == 4 and evaluation["finish_reasons"] == {"length": 4}
     # In its own lane it waited for train_opsd's first checkpoint (one is saved after each step).
     assert Path(evaluation["checkpoint"]).parent == Path(summary["train_opsd"]["checkpoint"]).parent
     assert (Path(summary["train_opsd"]["checkpoint"]).parent / "checkpoint-1").exists()
     assert {"correct", "extracted", "grading_path", "n_tokens"} <= set(evaluation["columns"])
-    assert evaluation["tokens"] == 6 * 16
+    assert evaluation["tokens"] == 4 * 16
     assert [r["path"] for r in summary["objectives"]["T128"]["results"]] == ["naive", "chunked"]
     # The printed table names every stage.
     assert all(f"| {stage} | True |" in completed.stdout for stage in summary)
@@ -117,3 +149,23 @@ def test_the_measured_gpu_report_is_what_its_summary_gives(tmp_path):
         assert (copy / name).read_text() == (measured / name).read_text(), name
     summary = json.loads((measured / "summary.json").read_text())
     assert summary["deepspeed"]["same_adapter"] and summary["evaluate"]["responses"] == 48
+
+
+def test_a_killed_stage_keeps_what_it_measured(tmp_path, monkeypatch):
+    """A stage's measurements are lines of measurements.jsonl the moment they are made: one
+    killed at its limit, after its first measurement, still returns it."""
+    worker = tmp_path / "stage.py"
+    worker.write_text(
+        "import sys, time\n"
+        f"sys.path.insert(0, {str(SCRIPT.parent)!r})\n"
+        "import gpu_proof\n"
+        "out = sys.argv[sys.argv.index('--out') + 1]\n"
+        "gpu_proof.record(out, 'fast_generation', 'compiled_rollouts', {'tokens_per_second': 1.5})\n"
+        "time.sleep(60)\n"
+    )
+    monkeypatch.setattr(gpu_proof, "__file__", str(worker))
+    args = gpu_proof.build_parser().parse_args(["--out", str(tmp_path)])
+    result = gpu_proof.run_stage(args, "fast_generation", dict(os.environ), limit=8)
+    assert not result["ok"] and result["exit"] == "timeout"
+    [measured] = result["measurements"]
+    assert measured["section"] == "compiled_rollouts" and measured["tokens_per_second"] == 1.5

@@ -2,8 +2,8 @@
 
 The rules' resources (GPUs, conda environment), the settings' allowed values and
 ``make_sampler`` all ask this registry, so that "does this job need a GPU?" has one answer.
-A backend that can run on either device (``hf``, ``hf_compiled``) runs where the config's
-``device`` says; ``vllm`` runs on CUDA only. Torch-free: the workflow's parse reads it.
+A backend that can run on either device (``hf``, ``hf_compiled``, ``hf_continuous``) runs
+where the config's ``device`` says; ``vllm`` runs on CUDA only. Torch-free: the workflow's parse reads it.
 
     needs_gpu("hf", "cuda")        # True: an HF evaluation on a GPU gets one on the cluster
     environment(needs_gpu("vllm")) # "gpu"
@@ -45,6 +45,16 @@ BACKENDS: dict[str, Backend] = {
             ("cpu", "cuda"),
             "Hugging Face generate on a plain copy of the policy (base plus the adapter's delta, "
             "written in place), a static key/value cache and a compiled decode step",
+        ),
+        Backend(
+            "hf_continuous",
+            "dashrepro.sampling.hf_continuous",
+            "ContinuousSampler",
+            "ContinuousRolloutSampler",
+            ("cpu", "cuda"),
+            "transformers' continuous batching on a plain copy of the policy (base plus the "
+            "adapter's delta, written in place): a paged key/value cache, finished requests "
+            "leaving at once, sampling on the device",
         ),
         Backend(
             "vllm",

@@ -56,7 +56,12 @@ def bucketed(positions: int) -> int:
 class StaticCaches:
     """A ``StaticCache`` per (rows, positions) shape, reset and reused: its tensors keep their
     addresses, so the compiled step is neither recompiled nor re-recorded. At most ``keep`` are
-    held (the oldest dropped first): evaluation keeps one, whose size the budget plans."""
+    held (the oldest dropped first): evaluation keeps one, whose size the budget plans.
+
+    Not transformers' ``cache_implementation="static"``: in transformers 5.23 that makes a new
+    ``StaticCache`` at every ``generate`` call (``_prepare_static_cache``), keeping only the
+    longest length seen, so each call's cache has new addresses (CUDA graphs re-recorded or fed
+    by copies) and a second one is allocated beside the first until it is freed."""
 
     def __init__(self, config, keep: int) -> None:
         self.config = config
