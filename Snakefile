@@ -19,6 +19,7 @@ report: "report/workflow.rst"
 
 
 include: "rules/common.smk"
+include: "rules/onstart.smk"
 include: "rules/data.smk"
 include: "rules/base_model.smk"
 include: "rules/premise.smk"
@@ -31,6 +32,7 @@ include: "rules/report.smk"
 onstart:
     stop_unless_downloads_are_pinned()
     stop_unless_jobs_can_import_vllm()
+    stop_unless_local_jobs_have_their_device()
     start_job_server()
 
 

@@ -7,6 +7,8 @@ rule generate_checkpoint_responses:
     input:
         unpack(get_base_model_inputs),
         adapter=LAYOUT.adapter(),
+        # The adapter's rank and scale (lora_alpha): they change every response as its weights do.
+        adapter_config=adapter_config_of(LAYOUT.adapter()),
         benchmarks=EXPERIMENT.evaluation_files(),
     output:
         responses=LAYOUT.checkpoint_file(RESPONSES),

@@ -61,3 +61,23 @@ def test_errors_come_in_key_order_each_once():
         "a: 'y' is not of type 'integer'",
         "b: 'x' is not of type 'integer'",
     ]
+
+
+def test_a_number_yaml_read_as_a_string_gets_the_spelling_to_write():
+    """YAML 1.1 (PyYAML, so Snakemake) reads 1e-9 as a string: its floats need a dot and a
+    signed exponent. The schema error says how to write it."""
+    from dashrepro.schema import yaml_number_hint
+
+    schema = {"type": "object", "properties": {"budget": {"type": "number"}}}
+    [message] = schema_errors({"budget": "1e-9"}, schema)
+    assert message == (
+        "budget: '1e-9' is not of type 'number'; YAML reads 1e-9 as a string, not a number "
+        "(its floats need a dot and a signed exponent): write 1.0e-9"
+    )
+    assert yaml_number_hint("1e9", "number").endswith("write 1.0e+9")
+    assert yaml_number_hint("-2.5e3", ["number", "null"]).endswith("write -2.5e+3")
+    assert yaml_number_hint("fast", "number") is None  # not a number at all
+    assert yaml_number_hint("1e-9", "string") is None  # a string is what is wanted
+    assert yaml_number_hint(1e-9, "number") is None
+    [plain] = schema_errors({"budget": "fast"}, schema)
+    assert plain == "budget: 'fast' is not of type 'number'"

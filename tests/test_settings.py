@@ -253,3 +253,43 @@ def test_the_samplers_are_the_backends_a_config_may_name():
     from dashrepro.settings import Backend
 
     assert tuple(BACKENDS) == typing.get_args(Backend)
+
+
+# --------------------------------------------------------------------------- issue 66, item 3d
+
+
+@pytest.mark.parametrize(
+    "explicit",
+    [{"dtype": "float32"}, {"device": "cpu"}, {"prompt": "problem"},
+     {"dtype": "float32", "device": "cpu", "prompt": "problem"}],
+    ids=["dtype", "device", "prompt", "all"],
+)  # fmt: skip
+def test_a_key_set_to_its_default_leaves_the_job_params_as_the_key_absent(
+    repo_root, tmp_path, explicit
+):
+    """Explicit defaults once reran 142 jobs of the default (their params changed); now each
+    generating job's params, and so the DAG, are those of the config without them."""
+    import yaml
+
+    from dashrepro.experiment.workflow import Experiment
+
+    overlay = tmp_path / "defaults.yaml"
+    overlay.write_text(yaml.safe_dump({"evaluation": explicit}))
+    plain = Experiment(load_config(repo_root / "workflow_config.yaml"))
+    spelled = Experiment(load_config(repo_root / "workflow_config.yaml", overlay))
+    assert spelled.generation == plain.generation
+    for scale in plain.config["scales"]:
+        assert spelled.generation_of(scale) == plain.generation_of(scale)
+    assert (spelled.generation_env, spelled.evaluation_gpus) == (
+        plain.generation_env, plain.evaluation_gpus)  # fmt: skip
+    # A value other than the default is a change, and is in the params.
+    other = {**plain.config["evaluation"], "backend": "hf_compiled", "dtype": "bfloat16"}
+    assert GenerationSettings.job_params(other)["dtype"] == "bfloat16"
+    assert "kv_cache_budget_gib" not in GenerationSettings.job_params(other)
+
+
+def test_no_vllm_engine_options_written_as_an_empty_mapping_are_no_options(default_config):
+    bare = {k: v for k, v in default_config["evaluation"].items() if k != "vllm"}
+    absent = GenerationSettings.job_params({**bare, "backend": "vllm"})
+    assert GenerationSettings.job_params({**bare, "backend": "vllm", "vllm": {}}) == absent
+    assert absent["vllm"] is None

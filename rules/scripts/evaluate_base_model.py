@@ -11,6 +11,7 @@ def main(snakemake) -> None:
     from dashrepro.io import write_json, write_parquet
 
     params = snakemake.params
+    timing = {}  # measured seconds: into the provenance record, not the data files
     student, teacher, record = evaluate_base_model(
         params.base_model,
         dict(zip(params.benchmarks, snakemake.input.benchmarks, strict=True)),
@@ -19,10 +20,12 @@ def main(snakemake) -> None:
         params.grading,
         TeacherProtocol.from_config(params.protocol),
         log.info,
+        timing=timing,
     )
     write_parquet(snakemake.output.student_samples, student)
     write_parquet(snakemake.output.teacher_samples, teacher)
     write_json(snakemake.output.accuracy, {"scale": snakemake.wildcards.scale, **record})
+    return timing
 
 
 if __name__ == "__main__":

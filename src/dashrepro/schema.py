@@ -4,12 +4,14 @@ jsonschema's own messages name neither the key a misspelt key should have been n
 that fits none of a ``oneOf``'s forms, which form was meant. Here each error reads
 ``key.path: message``; a failed ``oneOf``/``anyOf`` reports the reason of the form it came
 closest to, and a schema node's ``description`` (the rule in words, written once beside the rule)
-replaces messages that would print the whole instance (``not``) and lists the allowed forms.
+replaces messages that would print the whole instance (``not``) and lists the allowed forms. A
+number YAML read as a string (``1e-9``: YAML 1.1 floats need a dot) gets the spelling to write.
 Torch- and pandas-free: Snakemake imports it while it parses.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 import jsonschema
@@ -69,6 +71,32 @@ def _most_specific(
     return leaf, listed or (error if described else None)
 
 
+# A number in exponent form as YAML 1.1 (PyYAML, so Snakemake) reads it: a string unless it has
+# a dot and a signed exponent (1.0e-9, 1.0e+9).
+_EXPONENT = re.compile(r"([-+]?)([0-9]*)(?:\.([0-9]*))?[eE]([-+]?)([0-9]+)")
+
+
+def yaml_number_hint(instance: object, types: object) -> str | None:
+    """How to write ``instance``, a string where ``types`` (a schema's ``type``) allow a
+    number, so that YAML reads a number: ``1e-9`` -> ``1.0e-9``; None for any other value."""
+    allowed = [types] if isinstance(types, str) else list(types or [])
+    if "number" not in allowed or not isinstance(instance, str):
+        return None
+    match = _EXPONENT.fullmatch(instance.strip())
+    if not match or not (match[2] or match[3]):
+        return None
+    sign, whole, fraction, exponent_sign, exponent = match.groups()
+    spelled = f"{sign}{whole or '0'}.{fraction or '0'}e{exponent_sign or '+'}{exponent}"
+    import yaml  # PyYAML: the loader whose reading is explained
+
+    if not isinstance(yaml.safe_load(spelled), float):
+        return None
+    return (
+        f"YAML reads {instance} as a string, not a number (its floats need a dot and a signed "
+        f"exponent): write {spelled}"
+    )
+
+
 def _describe(error: jsonschema.ValidationError, root: str) -> str:
     """``key.path: message``; a key that is not allowed is named in the path itself."""
     path = _key_path(error, root)
@@ -81,6 +109,10 @@ def _describe(error: jsonschema.ValidationError, root: str) -> str:
             return f"{keys}: {error.message}; allowed keys here: {sorted(allowed)}"
     if error.validator == "not" and error.validator_value.get("description"):
         return f"{path}: {error.validator_value['description']}"
+    if error.validator == "type":
+        hint = yaml_number_hint(error.instance, error.validator_value)
+        if hint:
+            return f"{path}: {error.message}; {hint}"
     return f"{path}: {error.message}"
 
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 # The values a choice key allows (the schema's enum comes from these).
-Backend = Literal["hf", "hf_compiled", "vllm"]  # dashrepro.sampling.backends registers each
+# dashrepro.sampling.backends registers each backend.
+Backend = Literal["hf", "hf_compiled", "hf_continuous", "vllm"]
 Device = Literal["cpu", "cuda"]
 SamplingDtype = Literal["float32", "bfloat16"]
 Precision = Literal["fp32", "bf16"]
@@ -132,6 +133,8 @@ class TrainSettings:
         "hf: HF generate on the live model; hf_compiled: HF generate on a plain copy of the "
         "policy in the training precision (base plus the adapter's delta, rewritten in place "
         "before each micro-batch's rollouts), with a static key/value cache and a compiled decode step; "
+        "hf_continuous: the same copy sampled through transformers' continuous batching (a paged "
+        "key/value cache; finished rollouts leave at once); "
         "vllm: a colocated vLLM engine, the current adapter synced into it before each "
         "micro-batch's rollouts.",
         default="hf",
@@ -231,7 +234,9 @@ class GenerationSettings:
     backend: Backend = help_field(
         "hf: Hugging Face generate (the embedded default); hf_compiled: HF generate on a plain "
         "copy of the model, each checkpoint's adapter merged into it once, with a static "
-        "key/value cache and a compiled decode step; vllm: a vLLM engine with each checkpoint "
+        "key/value cache and a compiled decode step; hf_continuous: the same copy through "
+        "transformers' continuous batching (a paged key/value cache, finished responses leaving "
+        "at once); vllm: a vLLM engine with each checkpoint "
         "as a LoRA request. A job on cuda (vllm always) uses the GPU environment (envs/gpu.yaml) "
         "and one GPU."
     )
@@ -260,12 +265,13 @@ class GenerationSettings:
         default="problem",
     )
     device: Device = help_field(
-        "Where the hf and hf_compiled backends generate (vllm: always cuda); a job on cuda gets "
-        "one GPU and the GPU environment. Absent: cpu, and not in the jobs' params.",
+        "Where the hf, hf_compiled and hf_continuous backends generate (vllm: always cuda); "
+        "a job on cuda gets one GPU and the GPU environment. Absent: cpu, and not in the jobs' params.",
         default="cpu",
     )
     dtype: SamplingDtype = help_field(
-        "The weights' and cache's dtype of the hf_compiled backend (the paper's GPU runs: "
+        "The weights' and cache's dtype of the hf_compiled and hf_continuous backends (the "
+        "paper's GPU runs: "
         "bfloat16). Absent: float32, and not in the jobs' params.",
         default="float32",
     )
@@ -273,23 +279,25 @@ class GenerationSettings:
         "hf_compiled: the key/value cache memory one generate call may use; each call's batch "
         "is the most responses of (longest prompt + max_new_tokens) positions that fit, and a "
         "job whose single response cannot fit stops before any work. Absent: batches of 256, "
-        "and not in the jobs' params.",
+        "and not in the jobs' params. hf_continuous: the paged cache's size (absent: one forward "
+        "pass's requests at once); one response must fit.",
         default=None,
     )
 
     def __post_init__(self) -> None:
         self.job_device  # noqa: B018 (a backend on a device it cannot run on is an error)
-        if self.backend != "hf_compiled":
+        if self.backend not in ("hf_compiled", "hf_continuous"):
             for name, unset in (("dtype", "float32"), ("kv_cache_budget_gib", None)):
                 if getattr(self, name) != unset:
                     raise ValueError(
-                        f"evaluation.{name}: only the hf_compiled backend reads it, and the "
+                        f"evaluation.{name}: only the hf_compiled and hf_continuous backends "
+                        "read it, and the "
                         f"backend is {self.backend}"
                     )
 
     @property
     def job_device(self) -> str:
-        """Where a generating job runs (sampling.backends): ``device`` for hf and hf_compiled;
+        """Where a generating job runs (sampling.backends): ``device`` for the HF backends;
         vllm's own device whatever ``device`` says (the key is the HF backends')."""
         from dashrepro.sampling.backends import job_device
 
@@ -313,15 +321,20 @@ class GenerationSettings:
     @classmethod
     def job_params(cls, evaluation: Mapping) -> dict:
         """The params of a generating job, as written in the config: every key but those added
-        later (``prompt``, ``device``, ``dtype``, ``kv_cache_budget_gib``), which only an
-        explicit setting adds, so that older jobs stay as they were; and ``vllm`` only for the
-        vllm backend (its options do not change what HF samples)."""
-        params = {f.name: evaluation.get(f.name) for f in dataclasses.fields(cls)}
+        later (``prompt``, ``device``, ``dtype``, ``kv_cache_budget_gib``), which only a setting
+        other than their default adds, so that older jobs stay as they were; and ``vllm`` only
+        for the vllm backend (its options do not change what HF samples), ``{}`` as null. A key
+        set to its default is the key absent: the same params, so the same jobs, not a rerun."""
+        fields = dataclasses.fields(cls)
+        params = {f.name: evaluation.get(f.name) for f in fields}
+        defaults = {f.name: f.default for f in fields if f.name in ADDED_GENERATION_KEYS}
         for name in ADDED_GENERATION_KEYS:
-            if name not in evaluation:
+            if name not in evaluation or evaluation[name] == defaults[name]:
                 params.pop(name)
         if params["backend"] != "vllm":
             params.pop("vllm")
+        elif not params["vllm"]:
+            params["vllm"] = None  # no engine options, written `vllm: {}` or not at all
         return params
 
     def engine_options(self) -> dict:
@@ -329,7 +342,7 @@ class GenerationSettings:
         options; hf's device; hf_compiled's device, dtype, budget and response cap."""
         if self.backend == "vllm":
             return dict(self.vllm)
-        if self.backend == "hf_compiled":
+        if self.backend in ("hf_compiled", "hf_continuous"):
             return {
                 "device": self.device,
                 "dtype": self.dtype,

@@ -23,7 +23,7 @@ def tiny_policy():
     return model, tokenizer, benches
 
 
-def _generate(policy, shard_dir, temperature=1.0):
+def _generate(policy, shard_dir, temperature=1.0, timing=None):
     from dashrepro.evaluation.responses import generate_samples
     from dashrepro.sampling import SamplingSettings
     from dashrepro.sampling.hf import ModelSampler
@@ -31,7 +31,7 @@ def _generate(policy, shard_dir, temperature=1.0):
     model, tokenizer, benches = policy
     return generate_samples(
         ModelSampler(model, tokenizer), benches, k=2, sampling=SamplingSettings(temperature=temperature, max_new_tokens=8),
-        seed=5, checkpoint="c", shard_size=2, shard_dir=shard_dir,
+        seed=5, checkpoint="c", shard_size=2, shard_dir=shard_dir, timing=timing,
     )  # fmt: skip
 
 
@@ -54,6 +54,70 @@ def test_killed_generation_resumes_only_missing_shards(tiny_policy, tmp_path, mo
     pd.testing.assert_frame_equal(resumed, full)
     # An uninterrupted run without shard files gives the same samples.
     pd.testing.assert_frame_equal(_generate(tiny_policy, None), full)
+
+
+def test_a_resumed_generation_says_what_it_reused(tiny_policy, tmp_path):
+    """A rerun after a killed job names, before it generates anything, the shards it reuses,
+    how many kept ones it discarded and how many are left; a first attempt says nothing."""
+    from dashrepro.evaluation.responses import generate_samples
+    from dashrepro.sampling import SamplingSettings
+    from dashrepro.sampling.hf import ModelSampler
+
+    model, tokenizer, benches = tiny_policy
+
+    def generate(log, temperature=1.0):
+        return generate_samples(
+            ModelSampler(model, tokenizer), benches, k=2,
+            sampling=SamplingSettings(temperature=temperature, max_new_tokens=8), seed=5,
+            checkpoint="c", shard_size=2, shard_dir=tmp_path, log=log,
+        )  # fmt: skip
+
+    first = []
+    generate(first.append)
+    assert not [line for line in first if line.startswith("resuming")]
+    (tmp_path / "shard-0002.parquet").unlink()  # the job died while generating shard 3
+    lines = []
+    generate(lines.append)
+    assert lines[0] == (
+        "resuming: 3 of 4 shards finished, reused (shard-0000, shard-0001, shard-0003); "
+        "1 to generate"
+    )
+    assert [line for line in lines if line.endswith("generated")] == [
+        "shard 3/4 (b2, 2 problems) generated"
+    ]
+    # Kept shards of other settings: each discarded (named in its own line), and counted.
+    lines = []
+    generate(lines.append, temperature=0.5)
+    resumed = [line for line in lines if line.startswith("resuming")]
+    assert resumed == [
+        "resuming: 0 of 4 shards finished, reused; 4 kept shard(s) discarded; 4 to generate"
+    ]
+    assert lines.index(resumed[0]) == 4  # after the four lines that say why
+
+
+def test_the_same_generation_and_grading_write_the_same_bytes(tiny_policy, tmp_path):
+    """Measured seconds are not data: two runs of the same generation, and of the same grading,
+    write files with the same sha256 (the times go to the ``timing`` mapping, which the rules
+    put in the output's provenance record)."""
+    from dashrepro.evaluation.grade import grade_samples
+    from dashrepro.io import read_parquet, sha256_file, write_parquet
+
+    digests, samples_digests = [], []
+    for attempt in range(2):
+        timing = {}
+        frame = _generate(tiny_policy, None, timing=timing)
+        assert timing["generation_seconds"] > 0 and not frame.attrs
+        path = tmp_path / f"responses{attempt}.parquet"
+        write_parquet(path, frame)
+        digests.append(sha256_file(path))
+        graded_timing = {}
+        graded = grade_samples(read_parquet(path), grading_workers=0, timing=graded_timing)
+        assert graded_timing["graded_answers"] == len(frame)
+        assert graded_timing["grading_seconds"] >= graded_timing["grading_seconds_max"] > 0
+        assert "grading_seconds" not in graded.columns and not graded.attrs
+        write_parquet(tmp_path / f"samples{attempt}.parquet", graded)
+        samples_digests.append(sha256_file(tmp_path / f"samples{attempt}.parquet"))
+    assert digests[0] == digests[1] and samples_digests[0] == samples_digests[1]
 
 
 def test_changed_settings_do_not_reuse_shards(tiny_policy, tmp_path, monkeypatch):
@@ -170,7 +234,11 @@ def test_kept_shard_is_reused_only_for_the_same_problems_and_base_model(
     lines = []
     again = generate_policy_responses(shard_dir=shards, log=lines.append, **job)
     pd.testing.assert_frame_equal(again, full)
-    assert lines == []  # every shard reused, none generated or discarded
+    # Every shard reused, none generated or discarded, and the log says so.
+    assert lines == [
+        "resuming: 3 of 3 shards finished, reused (shard-0000, shard-0001, shard-0002); "
+        "0 to generate"
+    ]
 
     # An edited benchmark problem invalidates exactly the shard that holds it.
     edited = pd.read_parquet(job["benchmark_files"]["b1"])

@@ -284,3 +284,69 @@ def test_an_overlay_removes_an_entry_by_setting_it_to_null(repo_root, tmp_path):
     assert "grpo_hybrid" not in config["tables"] and "prop_kappa" not in config["figures"]
     assert drop_removed_entries({"data": {"validation": None}}) == {"data": {"validation": None}}
     assert set(REMOVABLE) <= set(config)
+
+
+# --------------------------------------------------------------------------- issue 66, item 3
+
+
+@pytest.mark.parametrize(
+    ("evaluation", "key"),
+    [({"dtype": "bfloat16"}, "evaluation.dtype"),
+     ({"kv_cache_budget_gib": 8.0}, "evaluation.kv_cache_budget_gib")],
+)  # fmt: skip
+def test_a_key_its_backend_does_not_read_is_named_with_its_file(
+    repo_root, tmp_path, evaluation, key
+):
+    """On backend hf, dtype and kv_cache_budget_gib are a config error like any other (the
+    files merged, the file that set the key), not a traceback."""
+    import yaml
+
+    overlay = tmp_path / "exp.yaml"
+    overlay.write_text(yaml.safe_dump({"evaluation": evaluation}))
+    with pytest.raises(ConfigError) as info:
+        load_config(repo_root / "workflow_config.yaml", overlay)
+    message = str(info.value)
+    assert message.startswith(f"invalid configuration in {repo_root / 'workflow_config.yaml'} + {overlay}")  # fmt: skip
+    assert f"  - {key}: only the hf_compiled" in message
+    assert f"the backend is hf [set in {overlay}]" in message
+
+
+def test_an_exponent_without_a_dot_gets_the_spelling_yaml_reads_as_a_number(repo_root, tmp_path):
+    overlay = tmp_path / "exp.yaml"
+    overlay.write_text("evaluation:\n  backend: hf_compiled\n  kv_cache_budget_gib: 1e-9\n")
+    with pytest.raises(ConfigError) as info:
+        load_config(repo_root / "workflow_config.yaml", overlay)
+    assert (
+        "evaluation.kv_cache_budget_gib: '1e-9' is not of type 'number'; YAML reads 1e-9 as a "
+        "string, not a number (its floats need a dot and a signed exponent): write 1.0e-9 "
+        f"[set in {overlay}]"
+    ) in str(info.value)
+    overlay.write_text("evaluation:\n  backend: hf_compiled\n  kv_cache_budget_gib: 1.0e-9\n")
+    config = load_config(repo_root / "workflow_config.yaml", overlay)
+    assert config["evaluation"]["kv_cache_budget_gib"] == 1e-9
+
+
+def test_a_cuda_device_this_machine_lacks_still_validates_and_plans_a_gpu_job(repo_root, tmp_path):
+    """The device is checked by the job that would load the model (sampling.devices), not at
+    parse: a login node without a GPU plans the cluster's GPU jobs."""
+    from dashrepro.experiment.workflow import Experiment
+
+    overlay = tmp_path / "exp.yaml"
+    overlay.write_text("evaluation:\n  backend: hf_compiled\n  device: cuda\n")
+    experiment = Experiment(load_config(repo_root / "workflow_config.yaml", overlay))
+    assert experiment.evaluation_gpus == 1 and experiment.generation["device"] == "cuda"
+
+
+def test_the_jobs_are_told_which_file_set_each_evaluation_key(repo_root, tmp_path, monkeypatch):
+    from dashrepro import config_sources
+    from dashrepro.experiment.config import snakemake_config_sources
+
+    monkeypatch.setenv(config_sources.VARIABLE, "")  # restored after the test
+    overlay = tmp_path / "exp.yaml"
+    overlay.write_text("evaluation:\n  device: cuda\n")
+    workflow = repo_root / "workflow_config.yaml"
+    label, _ = snakemake_config_sources(workflow, [overlay], {"evaluation": {"seed": 1}})
+    assert label == f"{workflow} + {overlay} + --config"
+    assert config_sources.set_in("evaluation.device") == f"set in {overlay}"
+    assert config_sources.set_in("evaluation.backend") == f"set in {workflow}"
+    assert config_sources.set_in("evaluation.seed") == "set in --config"

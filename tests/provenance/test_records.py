@@ -70,3 +70,33 @@ def test_the_code_version_names_torch_without_importing_it():
     )
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "False", metadata.version("torch")]
+
+
+def test_written_says_whether_each_file_is_the_whole_output_its_job_wrote(tmp_path):
+    """`python -m dashrepro.provenance --written FILE ...` (docs/troubleshooting.md): what to
+    check before keeping the outputs of a job that outlived a killed Snakemake."""
+    whole = tmp_path / "responses.parquet"
+    whole.write_bytes(b"rows")
+    write_provenance(whole, "generate_checkpoint_responses")
+    unrecorded = tmp_path / "samples.parquet"
+    unrecorded.write_bytes(b"a job killed before its record")
+    edited = tmp_path / "summary.json"
+    edited.write_text("{}")
+    write_provenance(edited, "grade_checkpoint")
+    edited.write_text('{"edited": true}')
+
+    def written(*paths):
+        return subprocess.run(
+            [sys.executable, "-m", "dashrepro.provenance", "--written", *map(str, paths)],
+            capture_output=True, text=True,
+        )  # fmt: skip
+
+    done = written(whole)
+    assert done.returncode == 0, done.stderr
+    assert f"{whole}: written whole by rule generate_checkpoint_responses" in done.stdout
+    done = written(whole, unrecorded, edited, tmp_path / "missing.parquet")
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert lines[1] == f"{unrecorded}: no provenance record (its job did not finish, or wrote none)"
+    assert lines[2] == f"{edited}: not the file rule grade_checkpoint wrote (sha256 differs)"
+    assert lines[3] == f"{tmp_path / 'missing.parquet'}: missing"

@@ -524,6 +524,98 @@ def test_killed_snakemake_resumes_with_unlock_then_rerun_incomplete(run_copy, re
     assert "DASH (relabelled)" in table
 
 
+def _job_processes(workdir: Path, rule: str) -> list[int]:
+    """PIDs of the processes running ``rule``'s script in ``workdir`` (Snakemake runs a copy of
+    it from .snakemake/scripts/), whoever their parent is."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            command = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            cwd = Path(os.readlink(proc / "cwd"))
+        except OSError:
+            continue
+        if ".snakemake/scripts/" in command and f".{rule}.py" in command and cwd == workdir:
+            found.append(int(proc.name))
+    return found
+
+
+def _kill_snakemake_alone_in_generation(workdir: Path, repo_root: Path, target: str, log: Path):
+    """Start Snakemake on ``target`` (one generation job), kill -9 Snakemake's own process once
+    the job has a finished shard; return the orphaned job's PIDs (they live on)."""
+    import signal
+    import time
+
+    log.unlink(missing_ok=True)  # the finished run's: the new job writes its own
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"),
+           "--directory", str(workdir), "--configfile", str(workdir / "config.yaml"),
+           "--cores", "1", "--force", target]  # fmt: skip
+    process = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                               start_new_session=True)  # fmt: skip
+    deadline = time.time() + 300
+    while not (log.is_file() and " generated" in log.read_text()):
+        assert process.poll() is None and time.time() < deadline, "no shard was generated"
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)  # Snakemake alone, not its process group
+    process.wait()
+    orphans = _job_processes(workdir, "generate_checkpoint_responses")
+    assert orphans, "the job died with Snakemake"
+    return orphans
+
+
+def test_snakemake_killed_alone_then_the_documented_recovery(run_copy, repo_root):
+    """docs/troubleshooting.md, "Snakemake killed, its job still running": after kill -9 of
+    Snakemake alone its job finishes; the next run stops on the incomplete outputs; the page's
+    commands keep the orphan's work (not rerun) or, with the orphan ended, redo the job from
+    its finished shards."""
+    import signal
+    import time
+
+    workdir = run_copy.resolve()
+    target = "results/e2e/eval/dash/tiny/seed0/step2/responses.parquet"
+    log = workdir / "results/e2e/logs/generate_checkpoint_responses/dash/tiny/seed0/step2.log"
+    before = (workdir / target).read_bytes()
+    orphans = _kill_snakemake_alone_in_generation(workdir, repo_root, target, log)
+    try:
+        deadline = time.time() + 300
+        while _job_processes(workdir, "generate_checkpoint_responses"):
+            assert time.time() < deadline, "the orphaned job never finished"
+            time.sleep(0.1)
+    finally:
+        for pid in _job_processes(workdir, "generate_checkpoint_responses"):
+            os.kill(pid, signal.SIGKILL)
+    assert orphans and (workdir / target).read_bytes() == before  # finished: the same bytes
+
+    stopped = snakemake(workdir, repo_root, "--cores", "1", "all")
+    said = stopped.stdout + stopped.stderr
+    assert stopped.returncode != 0 and ("IncompleteFilesException" in said or "--unlock" in said)
+    # Keep its work: the page's commands, in its order.
+    assert snakemake(workdir, repo_root, "--unlock").returncode == 0
+    written = subprocess.run([sys.executable, "-m", "dashrepro.provenance", "--written", target],
+                             cwd=workdir, capture_output=True, text=True)  # fmt: skip
+    assert written.returncode == 0 and "written whole by rule generate_checkpoint_responses" in (
+        written.stdout
+    ), written.stdout + written.stderr
+    kept = snakemake(workdir, repo_root, "--cores", "1", "--touch", "--rerun-incomplete", target)
+    assert kept.returncode == 0, (kept.stdout + kept.stderr)[-3000:]
+    dry = snakemake(workdir, repo_root, "-n", "all")
+    assert dry.returncode == 0 and "rule generate_checkpoint_responses:" not in (
+        dry.stdout + dry.stderr
+    ), (dry.stdout + dry.stderr)[-3000:]
+
+    # Redo it: the orphan ended after its first shard; the rerun reuses that shard.
+    orphans = _kill_snakemake_alone_in_generation(workdir, repo_root, target, log)
+    for pid in orphans:
+        os.kill(pid, signal.SIGKILL)
+    assert snakemake(workdir, repo_root, "--unlock").returncode == 0
+    redone = snakemake(workdir, repo_root, "--cores", "1", "--rerun-incomplete", target)
+    assert redone.returncode == 0, (redone.stdout + redone.stderr)[-3000:]
+    text = log.read_text()
+    assert re.search(r"resuming: [1-9]\d* of \d+ shards finished, reused", text), text
+    assert (workdir / target).read_bytes() == before  # resumed: the bytes of an unbroken run
+
+
 def test_one_figure_regenerates_alone_and_the_report_is_captioned(run_copy, repo_root):
     figure = run_copy / "results" / "e2e" / "figures" / "checkpoint_curves.pdf"
     drawn = figure.read_bytes()
@@ -618,7 +710,8 @@ def repo_published(config) -> Path:
 
 
 def test_each_tampered_file_on_a_chain_is_caught_and_named(run_copy):
-    """A changed grade, a swapped adapter, an edited summary, selection or table cell."""
+    """A changed grade, a swapped adapter, an edited summary, selection or table cell, an
+    adapter's lora_alpha, the base model's chat template."""
     from dashrepro.io import read_parquet, write_parquet
 
     results = run_copy / "results" / "e2e"
@@ -650,6 +743,17 @@ def test_each_tampered_file_on_a_chain_is_caught_and_named(run_copy):
         frame.loc[(frame["row"] == "dash") & (frame["column"] == "aime2025"), "value"] += 0.5
         frame.to_csv(path, index=False)
 
+    def alpha(path):  # the reliability probe's `sed -i 's/"lora_alpha": [0-9]*/"lora_alpha": 999/'`
+        path.write_text(re.sub(r'"lora_alpha": [0-9]*', '"lora_alpha": 999', path.read_text()))
+
+    def template(path):  # the chat template, in the base model's tokenizer files
+        path.write_text(path.read_text().replace("<|im_start|>", "<|im_start|> ", 1))
+
+    # transformers writes the template to its own file, or (older versions) into the config.
+    template_file = results / "base_model/tiny/chat_template.jinja"
+    if not template_file.is_file():
+        template_file = results / "base_model/tiny/tokenizer_config.json"
+
     cases = [
         (evals / "samples.parquet", grade, "changed_input"),
         (evals / "summary.json", summary, "changed_input"),
@@ -657,6 +761,10 @@ def test_each_tampered_file_on_a_chain_is_caught_and_named(run_copy):
          "changed_input"),
         (results / "selection/dash/tiny/seed0.json", pick, "changed_input"),
         (results / "tables/main_results.csv", cell, "mismatch"),
+        # Each candidate's adapter config, not only the selected one's (issue 66).
+        (results / f"runs/dash/tiny/seed0/checkpoint-{other}/adapter_config.json", alpha,
+         "changed_input"),
+        (template_file, template, "changed_input"),
     ]  # fmt: skip
     for path, tamper, kind in cases:
         original, stat = path.read_bytes(), path.stat()

@@ -32,11 +32,12 @@ def sample_roles(
     bench_files: Mapping[str, str | Path],
     generation: GenerationSettings | Mapping,
     protocol: TeacherProtocol,
+    timing: dict | None = None,
 ) -> dict[str, pd.DataFrame]:
     """The responses of each role (``benchmarks``: role -> the benchmarks it is sampled on),
     from one sampler (one vLLM engine): every role samples the base model. Every role is
     sampled before any is graded: an idle vLLM CPU engine keeps its cores busy, which would
-    starve the grading workers."""
+    starve the grading workers. ``timing``: receives the seconds spent sampling."""
     responses = {}
     sampler = make_generation_sampler(base_dir, generation)
     try:
@@ -46,7 +47,7 @@ def sample_roles(
                     base_model_dir=base_dir, adapter_dir=None,
                     benchmark_files={name: bench_files[name] for name in names},
                     generation=generation, checkpoint="base", prompt_role=role,
-                    protocol=protocol, sampler=sampler,
+                    protocol=protocol, sampler=sampler, timing=timing,
                 )  # fmt: skip
     finally:
         if hasattr(sampler, "shutdown"):  # a vLLM engine's processes
@@ -62,21 +63,23 @@ def evaluate_base_model(
     grading: GradingSettings | Mapping,
     protocol: TeacherProtocol,
     log: Callable[[str], None],
+    timing: dict | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """(student samples, teacher samples of every view, the accuracy record)."""
+    """(student samples, teacher samples of every view, the accuracy record). ``timing``:
+    receives the seconds spent sampling and grading (kept out of the files: they are data)."""
     with_solutions = [
         name for name, path in bench_files.items() if has_reference_solutions(read_parquet(path))
     ]
     views = [view for view in teacher_views if view != "full"]
     roles = {"student": list(bench_files), "teacher": with_solutions}
     roles.update({f"teacher:{view}": with_solutions for view in views})
-    responses = sample_roles(base_dir, roles, bench_files, generation, protocol)
+    responses = sample_roles(base_dir, roles, bench_files, generation, protocol, timing)
     record = {"teacher_benchmarks": with_solutions, "teacher_views": {}}
     frames = {"student": [], "teacher": []}
     for role, names in roles.items():
         summary = None
         if names:
-            samples, summary = grade_and_summarize(responses[role], names, grading)
+            samples, summary = grade_and_summarize(responses[role], names, grading, timing=timing)
             frames["student" if role == "student" else "teacher"].append(samples)
             log(f"{role}: mean Avg@k {summary['mean_over_benchmarks']:.2f} "
                 f"{ {b: round(v['avg_at_k'], 2) for b, v in summary['benchmarks'].items()} }")  # fmt: skip

@@ -3,7 +3,9 @@
 ``grade_samples`` adds the grader's verdict (``dashrepro.grading.grade_batch``: last
 ``\\boxed{}``, math-verify with a timeout, the exact-match fallback) to every stored response;
 ``grade_and_summarize`` also returns the checkpoint's summary (``evaluation.scoring``). A grader
-change reruns this stage only: the responses stay.
+change reruns this stage only: the responses stay. The graded frame holds verdicts only: the
+seconds the grader took go into the ``timing`` mapping a caller passes (the rule puts them in
+the output's provenance record), so the same grading done twice writes the same bytes.
 
     grading = {"grading_workers": 2, "grading_timeout_s": 5.0, "grading_item_timeout_s": 10.0,
                "grading_memory_gib": 4.0}  # fmt: skip
@@ -29,8 +31,10 @@ def grade_samples(
     grading_timeout_s: float = 5.0,
     grading_item_timeout_s: float = 10.0,
     grading_memory_gib: float | None = None,
+    timing: dict | None = None,
 ) -> pd.DataFrame:
-    """Add the grader's verdict to stored responses (no generation: a grader change reruns only this)."""
+    """Add the grader's verdict to stored responses (no generation: a grader change reruns only
+    this). ``timing``: receives the grader's seconds (``add_grading_seconds``)."""
     missing = [c for c in RESPONSE_COLUMNS if c not in responses.columns]
     if missing:
         raise ValueError(f"responses are missing columns {missing}")
@@ -48,10 +52,20 @@ def grade_samples(
     graded["grading_path"] = [g["path"] for g in grades]
     # Which answer-form normalisations turned a wrong verdict right (None: the plain verdict).
     graded["grading_normalisation"] = [g["normalisation"] for g in grades]
-    graded["grading_seconds"] = [float(g["seconds"]) for g in grades]
+    if timing is not None:
+        add_grading_seconds(timing, [float(g["seconds"]) for g in grades])
+    # Nothing of the responses' in-memory attrs: a data file holds no measured times.
     graded = graded[SAMPLE_COLUMNS]
-    graded.attrs.update(responses.attrs)
+    graded.attrs.clear()
     return graded
+
+
+def add_grading_seconds(timing: dict, seconds: list[float]) -> None:
+    """Add one grading's seconds to ``timing``: their sum (``grading_seconds``), the slowest
+    answer's (``grading_seconds_max``) and the count of answers (``graded_answers``)."""
+    timing["grading_seconds"] = timing.get("grading_seconds", 0.0) + sum(seconds)
+    timing["grading_seconds_max"] = max([timing.get("grading_seconds_max", 0.0), *seconds])
+    timing["graded_answers"] = timing.get("graded_answers", 0) + len(seconds)
 
 
 def grade_and_summarize(
@@ -59,12 +73,16 @@ def grade_and_summarize(
     benchmark_order: list[str],
     grading: GradingSettings | Mapping,
     validation: str | None = None,
+    timing: dict | None = None,
 ) -> tuple[pd.DataFrame, dict]:
     """Graded per-sample records and their summary (Avg@k, stderr, pass@k, flags).
 
     ``validation`` names the held-out split among the responses, if any: it is graded like a
-    benchmark and summarised apart (``summary["validation"]``), outside the benchmarks' mean."""
-    samples = grade_samples(responses, **GradingSettings.from_config(grading).to_dict())
+    benchmark and summarised apart (``summary["validation"]``), outside the benchmarks' mean.
+    ``timing``: receives the grader's seconds (``grade_samples``)."""
+    samples = grade_samples(
+        responses, **GradingSettings.from_config(grading).to_dict(), timing=timing
+    )
     known = {*benchmark_order, *([validation] if validation else [])}
     unknown = sorted(set(samples["benchmark"]) - known)
     if unknown:

@@ -1,11 +1,12 @@
 """Sampling the responses of one checkpoint (or the base model) on the benchmarks.
 
 For every problem of every benchmark, ``k`` responses are sampled in thinking mode (the student
-prompt) -- or, for the record of the privileged teacher's accuracy, with the teacher prompt and
-no adapter -- through the configured backend (``dashrepro.sampling``), one row per response. The
-work is done in shards of problems; a killed job keeps its finished shards and a rerun reuses
-exactly those made from the same inputs (``generate_samples``). Grading is the next stage
-(``evaluation.grade``), summarising the one after (``evaluation.scoring``).
+prompt) -- or, for the privileged teacher's accuracy, with the teacher prompt and no adapter --
+through the configured backend (``dashrepro.sampling``), one row per response, in shards of
+problems: a rerun reuses the finished shards made from the same inputs and says so in its log.
+The frame holds data only (the seconds go into the caller's ``timing`` mapping, then the
+provenance record), so the same generation done twice writes the same bytes. Grading is the
+next stage (``evaluation.grade``), summarising the one after (``evaluation.scoring``).
 
     responses = generate_policy_responses(base_model_dir=..., adapter_dir=..., benchmark_files=...,
                                           generation=config["evaluation"], checkpoint="...")
@@ -57,7 +58,6 @@ SAMPLE_COLUMNS = [
     "correct",
     "grading_path",
     "grading_normalisation",
-    "grading_seconds",
 ]
 
 
@@ -193,13 +193,16 @@ def generate_samples(
     base_model_fingerprint: str | None = None,
     instruction: str | None = None,
     log=None,
+    timing: dict | None = None,
 ) -> pd.DataFrame:
     """k sampled responses per problem of each benchmark, one row per sample, not yet graded.
 
     ``sampler``: a ``sampling`` backend; ``adapter_dir``: the checkpoint it samples (None: the
     base model). Problems are sampled in shards of ``shard_size`` problems of one benchmark,
     each seeded from ``seed`` and its problem ids; with a ``shard_dir`` every finished shard is
-    kept there for a rerun after a killed job (``_reuse_shard``)."""
+    kept there for a rerun after a killed job (``_reuse_shard``), and a rerun that finds kept
+    shards logs how many it reused. ``timing``: a mapping that receives the seconds spent
+    sampling (``generation_seconds``, added to what it holds), which the frame does not carry."""
     shards = _shards(benchmarks, shard_size)
     settings = {"k": k, "sampling": asdict(sampling), "seed": seed, "checkpoint": checkpoint,
                 "role": prompt_role}  # fmt: skip
@@ -208,8 +211,9 @@ def generate_samples(
         "adapter": adapter_fingerprint(adapter_dir) if shard_dir and adapter_dir else None,
         "base_model": base_model_fingerprint,
     }
-    frames = []
-    generation_seconds = 0.0
+    # Every kept shard is judged before any is generated, so that the log says first what a
+    # resumed job reuses and what is left to do.
+    planned = []
     for shard_index, (bench, rows) in enumerate(shards):
         prompts = shard_prompts(sampler.tokenizer, rows, prompt_role, protocol, instruction)
         wanted = {
@@ -218,11 +222,19 @@ def generate_samples(
             "prompts": _digest(prompts),
         }
         kept = Path(shard_dir) / f"shard-{shard_index:04d}.parquet" if shard_dir else None
-        if kept is not None and kept.exists():
-            reused = _reuse_shard(kept, wanted, log)
-            if reused is not None:
-                frames.append(reused)
-                continue
+        found = kept is not None and kept.exists()
+        reused = _reuse_shard(kept, wanted, log) if found else None
+        planned.append((shard_index, bench, rows, prompts, wanted, kept, found, reused))
+    if log is not None:
+        resume_line = _resume_line(planned, len(shards))
+        if resume_line:
+            log(resume_line)
+    frames = []
+    generation_seconds = 0.0
+    for shard_index, bench, rows, prompts, wanted, kept, _, reused in planned:
+        if reused is not None:
+            frames.append(reused)
+            continue
         this_seed = shard_seed(seed, f"{bench}:" + ",".join(str(r.id) for r in rows))
         started = time.perf_counter()
         label = f"shard {shard_index + 1}/{len(shards)} ({bench}, {len(prompts) * k} requests)"
@@ -234,9 +246,27 @@ def generate_samples(
         if log is not None:
             log(f"shard {shard_index + 1}/{len(shards)} ({bench}, {len(rows)} problems) generated")
         frames.append(shard)
-    frame = pd.concat(frames, ignore_index=True)[RESPONSE_COLUMNS]
-    frame.attrs["generation_seconds"] = generation_seconds
-    return frame
+    if timing is not None:
+        timing["generation_seconds"] = timing.get("generation_seconds", 0.0) + generation_seconds
+    return pd.concat(frames, ignore_index=True)[RESPONSE_COLUMNS]
+
+
+def _resume_line(planned, total: int) -> str | None:
+    """The log line of a rerun that found kept shards: how many it reused, how many it
+    discarded (each named in a line of its own), how many are left to generate; None when
+    there were none (a first attempt)."""
+    found = sum(1 for *_, was_kept, _ in planned if was_kept)
+    if not found:
+        return None
+    reused = [entry[0] for entry in planned if entry[-1] is not None]
+    todo = total - len(reused)
+    names = ", ".join(f"shard-{index:04d}" for index in reused)
+    return (
+        f"resuming: {len(reused)} of {total} shards finished, reused"
+        + (f" ({names})" if reused else "")
+        + (f"; {found - len(reused)} kept shard(s) discarded" if found > len(reused) else "")
+        + f"; {todo} to generate"
+    )
 
 
 def _shards(benchmarks: Mapping[str, pd.DataFrame], shard_size: int) -> list[tuple[str, list]]:
@@ -267,10 +297,13 @@ def has_reference_solutions(benchmark: pd.DataFrame) -> bool:
 def make_generation_sampler(base_model_dir: str | Path, generation: GenerationSettings | Mapping):
     """The sampler of the generation's backend for ``base_model_dir``, with its engine options.
     A vLLM engine costs seconds to minutes to start: a job that samples several prompt roles of
-    one base model makes one and passes it to each call."""
+    one base model makes one and passes it to each call. A device this machine lacks is named
+    first, before any model loads (``sampling.devices``)."""
     from dashrepro.sampling import make_sampler
+    from dashrepro.sampling.devices import check_device
 
     generation = GenerationSettings.from_config(generation)
+    check_device(generation.backend, generation.device)
     return make_sampler(
         generation.backend, base_model=str(base_model_dir), **generation.engine_options()
     )
@@ -288,12 +321,14 @@ def generate_policy_responses(
     shard_dir: str | Path | None = None,
     log=None,
     sampler=None,
+    timing: dict | None = None,
 ) -> pd.DataFrame:
     """Sample ``generation.samples_per_problem`` responses per benchmark problem.
 
     The privileged teacher (``prompt_role="teacher"`` or ``"teacher:<view>"``) is the base
     model without the adapter. ``sampler``: one ``make_generation_sampler`` made for this base
-    model, shared by several calls (absent: one made for this call).
+    model, shared by several calls (absent: one made for this call). ``timing``: receives the
+    seconds spent sampling (``generate_samples``).
     """
     generation = GenerationSettings.from_config(generation)
     if sampler is None:
@@ -315,4 +350,5 @@ def generate_policy_responses(
         base_model_fingerprint=source_fingerprint(base_model_dir) if shard_dir else None,
         instruction=EVALUATION_INSTRUCTIONS[generation.prompt],
         log=log,
+        timing=timing,
     )

@@ -23,13 +23,17 @@ from pathlib import Path
 
 import yaml
 
+from dashrepro import config_sources
 from dashrepro.data.spec import dataset_spec_schema
 from dashrepro.experiment.run_matrix import expand_config
 from dashrepro.experiment.semantics import check_semantics, non_finite_problems
 from dashrepro.schema import schema_errors
-from dashrepro.settings import annotate_schema
+from dashrepro.settings import GenerationSettings, annotate_schema
 
 SCHEMA_PATH = Path(__file__).with_name("config_schema.yaml")
+#: The blocks whose keys a job may find wrong at its start (a device the machine lacks): the
+#: file that set each is recorded for the jobs (``config_sources``).
+JOB_CHECKED_BLOCKS = ("evaluation",)
 #: The groups of named entries an overlay may remove an entry of, by setting it to null (a
 #: merge can add and change entries, never take one away).
 REMOVABLE = ("benchmarks", "scales", "methods", "method_grids", "tables", "figures")
@@ -104,7 +108,7 @@ def validate_config(
         raise ConfigError(f"invalid configuration in {source}:\n  - {exc}") from exc
     problems = schema_errors(config, schema)
     if not problems:
-        problems = check_semantics(config)
+        problems = _settings_problems(config) or check_semantics(config)
     # A key already named (e.g. a NaN kappa, by its range) is not named twice.
     named = {problem.split(":", 1)[0] for problem in problems}
     problems += [p for p in non_finite if p.split(":", 1)[0] not in named]
@@ -118,12 +122,26 @@ def validate_config(
         raise ConfigError(f"invalid configuration in {source}:\n  - {listing}")
 
 
+def _settings_problems(config: Mapping) -> list[str]:
+    """What stops the evaluation's settings from being built (a key its backend does not read,
+    such as ``dtype`` on ``hf``), as a problem naming the key, so that the file is named too;
+    the cross-key checks build these settings and would otherwise end in a traceback."""
+    try:
+        GenerationSettings.from_config(config["evaluation"])
+    except ValueError as exc:
+        return [str(exc)]
+    return []
+
+
 def snakemake_config_sources(
     workflow_file: str | Path, overlay_files: Sequence[str | Path], overrides: Mapping
 ) -> tuple[str, list[tuple[str, Mapping]]]:
     """What Snakemake merged ``config`` from, in its order: the workflow's ``configfile:``, each
     ``--configfile`` overlay, then ``--config`` values. Returns the label for messages and the
-    (name, contents) pairs ``validate_config`` uses to say which source set a bad value."""
+    (name, contents) pairs ``validate_config`` uses to say which source set a bad value.
+
+    The jobs this Snakemake starts are told too (``config_sources.record``): which file set each
+    key of ``JOB_CHECKED_BLOCKS``, so that a job's own check names it."""
     sources: list[tuple[str, Mapping]] = []
     for path in [workflow_file, *overlay_files]:
         try:
@@ -134,7 +152,16 @@ def snakemake_config_sources(
             sources.append((str(path), {}))  # Snakemake has already read it; no attribution
     if overrides:
         sources.append(("--config", dict(overrides)))
-    return " + ".join(name for name, _ in sources), sources
+    label = " + ".join(name for name, _ in sources)
+    keys = {
+        f"{block}.{key}"
+        for _, mapping in sources
+        for block in JOB_CHECKED_BLOCKS
+        if isinstance(mapping.get(block), Mapping)
+        for key in mapping[block]
+    }
+    config_sources.record(label, {key: _origin(key, sources) for key in sorted(keys)})
+    return label, sources
 
 
 class _DuplicateKey(yaml.YAMLError):

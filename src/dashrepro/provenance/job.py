@@ -2,9 +2,12 @@
 
 A rule script does not pick what to record: ``record_job`` reads the ``snakemake`` object the
 script directive injects and records, beside each declared output, the rule, its wildcards,
-every input with its sha256, every param, the code version, the host and its floating-point kernels (``numerics``), the start and end time,
-the SLURM job id when there is one, what the script returned as ``extra`` (e.g. generation
-seconds), and the output's own sha256. ``rules/scripts/_bootstrap.run`` calls it after the
+every input with its sha256, the files of a model folder the job reads beside its declared
+input (``read_files``: an adapter's or a base model's config, tokenizer files, chat template;
+``provenance.model_files``) with theirs, every param, the code version, the host and its
+floating-point kernels (``numerics``), the start and end time, the SLURM job id when there is
+one, what the script returned as ``extra`` (the measured seconds of generation and grading,
+which the data files do not hold), and the output's own sha256. ``rules/scripts/_bootstrap.run`` calls it after the
 script's ``main`` returns, so a failed job writes no record. Before the work, ``check_inputs``
 refuses an input whose content is not what the job that made it wrote (a swapped adapter, an
 edited table), naming the file: Snakemake sees only that it is newer and would rerun on it.
@@ -21,6 +24,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from dashrepro.numerics import kernel_record
+from dashrepro.provenance.model_files import model_folder_files
 from dashrepro.provenance.records import changed_inputs, code_version, hash_inputs, write_record
 
 
@@ -76,11 +80,14 @@ def job_record(
 ) -> dict:
     """The record of one finished job (the same for each of its outputs); ``inputs``: the
     inputs as ``check_inputs`` hashed them (hashed here when not given)."""
+    declared = named_files(snakemake.input)
     record = {
         "stage": snakemake.rule,
         "rule": snakemake.rule,
         "wildcards": dict(snakemake.wildcards.items()),
-        "inputs": dict(inputs) if inputs is not None else hash_inputs(named_files(snakemake.input)),
+        "inputs": dict(inputs) if inputs is not None else hash_inputs(declared),
+        # What loading a model read beside the declared file: audited like the inputs.
+        "read_files": hash_inputs(model_folder_files(declared)),
         "params": _named(snakemake.params, "params"),
         "outputs": [str(path) for path in snakemake.output],
         "threads": snakemake.threads,

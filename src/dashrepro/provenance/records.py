@@ -2,16 +2,13 @@
 
 Every stage writes, next to each output, a small JSON record with the stage name, the config
 values it depends on, the code version (package version and git commit, with a dirty flag), and
-the sha256 of each input. A file ``X`` gets ``X.provenance.json``; a folder gets
-``provenance.json`` inside it. Following the records from a table cell back leads, file by file,
-to the per-sample parquet, the checkpoint and the data it came from
-(``python -m dashrepro.provenance results/tiny/tables/main_results.csv`` prints that chain).
-
-A record exists only beside an output that exists: ``write_provenance`` refuses to write one for
-a missing output, a rule job removes the records of its outputs when it starts and when it fails
-(``discard_records``; Snakemake deletes a failed job's outputs but knows nothing of the records),
-``trace`` marks a record whose output is gone as an orphan instead of following it, and
-``python -m dashrepro.provenance --prune-orphans results/`` removes those left by killed jobs.
+the sha256 of each input: ``X.provenance.json`` beside a file, ``provenance.json`` in a folder.
+Followed from a table cell back, they lead file by file to the samples, the checkpoint and the
+data (``python -m dashrepro.provenance results/tiny/tables/main_results.csv``). A record exists
+only beside an output that exists (``write_provenance`` refuses otherwise; ``discard_records``
+when a job starts or fails; ``trace`` marks orphans, ``--prune-orphans`` removes them).
+``--written FILE ...`` says whether each file is the whole output its job wrote: what to check
+before keeping a job that outlived a killed Snakemake (docs/troubleshooting.md).
 """
 
 from __future__ import annotations
@@ -199,6 +196,29 @@ def orphan_records(root: str | Path) -> list[Path]:
     return sorted(p for p in found if not _described_output(p).exists())
 
 
+def written_whole(output: str | Path) -> tuple[bool, str]:
+    """(whether ``output`` is the whole file its job wrote, a line saying so or why not): its
+    record is written once the job's work has returned, with the output's sha256
+    (``provenance.job``), so a record whose sha256 is the file's marks a finished write."""
+    output = Path(output)
+    if not output.exists():
+        return False, f"{output}: missing"
+    path = record_path(output)
+    if not path.is_file():
+        return False, f"{output}: no provenance record (its job did not finish, or wrote none)"
+    try:
+        record = read_json(path)
+    except ValueError as exc:
+        return False, f"{output}: its record cannot be read ({exc})"
+    written, rule = record.get("output_sha256"), record.get("rule") or record.get("stage")
+    if not written:
+        return False, f"{output}: its record {path} holds no output sha256 (an older version)"
+    if sha256_path(output) != written:
+        return False, f"{output}: not the file rule {rule} wrote (sha256 differs)"
+    finished = record.get("finished_utc") or record.get("created_utc")
+    return True, f"{output}: written whole by rule {rule}, finished {finished}"
+
+
 def main() -> None:
     import argparse
 
@@ -210,7 +230,17 @@ def main() -> None:
         action="store_true",
         help="remove the records under OUTPUTS (folders) whose output no longer exists",
     )
+    parser.add_argument(
+        "--written",
+        action="store_true",
+        help="say whether each of OUTPUTS is the whole file its job wrote (exit 1 if one is not)",
+    )
     args = parser.parse_args()
+    if args.written:
+        results = [written_whole(output) for output in args.outputs]
+        for _, line in results:
+            print(line)
+        raise SystemExit(0 if all(ok for ok, _ in results) else 1)
     if args.prune_orphans:
         for folder in args.outputs:
             for record_file in orphan_records(folder):

@@ -25,6 +25,9 @@ class SeedChain:
     summaries: dict[int, str]
     responses: str | None = None
     adapter: str | None = None
+    adapter_config: str | None = None
+    #: The model folders' files the selected checkpoint's generation read beside its inputs.
+    read_files: list[str] = field(default_factory=list)
     run_record: dict[str, Any] | None = None
 
 
@@ -146,6 +149,10 @@ def _seed_chain(root: Path, selection_path: str) -> SeedChain:
         seed.responses = responses[0]["path"]
         generation = output_record(root, seed.responses)
         adapter = record_inputs(generation, "adapter")
+        config = record_inputs(generation, "adapter_config")
+        seed.adapter_config = config[0]["path"] if config else None
+        seed.read_files = [item["path"] for items in ((generation or {}).get("read_files") or {})
+                           .values() for item in items]  # fmt: skip
         if adapter:
             seed.adapter = adapter[0]["path"]
             seed.run_record = output_record(root, seed.adapter)
@@ -206,6 +213,9 @@ def render_chain(root: str | Path, chain: CellChain) -> str:
             f"    summary: {seed.summaries.get(seed.selected_step)}",
             f"    generations: {seed.responses}",
             f"    adapter: {seed.adapter}",
+            f"    adapter config: {seed.adapter_config or 'not recorded'}",
+            f"    model files read beside them: {len(seed.read_files)}, each hashed"
+            + (f" ({', '.join(Path(p).name for p in seed.read_files)})" if seed.read_files else ""),
         ]
         lines += ["    " + line for line in _run_summary(root, seed.run_record)]
     return "\n".join(lines)

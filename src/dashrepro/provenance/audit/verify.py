@@ -1,5 +1,7 @@
-"""Checks on a chain: every recorded input hash against the file as it is now, every number
-derived again (``regrade``: from the raw responses), one code version and configuration."""
+"""Checks on a chain: every recorded input hash against the file as it is now (the declared
+inputs, the model folders' files each job read beside them, the files a hub snapshot's record
+lists), every number derived again (``regrade``: from the raw responses), one code version and
+configuration."""
 
 from __future__ import annotations
 
@@ -9,10 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from dashrepro.hub import SNAPSHOT_RECORD
 from dashrepro.io import read_json, sha256_path
 from dashrepro.provenance.audit.chain import (
     CellChain,
     output_record,
+    record_inputs,
 )
 
 #: Relative tolerance when a number is derived again (a CSV holds floats to full precision).
@@ -37,17 +41,27 @@ class Finding:
 
 
 def _records_on(root: Path, chain: CellChain) -> list[tuple[str, dict]]:
-    """(output, record) of every job on the chain."""
-    found = []
-    table = output_record(root, chain.table_csv)
-    if table:
-        found.append((chain.table_csv, table))
+    """(output, record) of every job on the chain, once each: the table, each seed's selection,
+    and for every candidate checkpoint (the selection compared them all) its grading, its
+    generation and the training run that wrote its adapter."""
+    found, seen = [], set()
+
+    def add(output: str | None) -> dict | None:
+        record = output_record(root, output) if output else None
+        if record and output not in seen:
+            seen.add(output)
+            found.append((output, record))
+        return record
+
+    add(chain.table_csv)
     for seed in chain.seeds:
-        outputs = [seed.selection, *seed.samples.values(), seed.responses, seed.adapter]
-        for output in filter(None, outputs):
-            record = output_record(root, output)
-            if record:
-                found.append((output, record))
+        add(seed.selection)
+        for samples in seed.samples.values():
+            for responses in record_inputs(add(samples), "responses"):
+                for adapter in record_inputs(add(responses["path"]), "adapter"):
+                    add(adapter["path"])
+        for output in (seed.responses, seed.adapter):
+            add(output)
     return found
 
 
@@ -67,14 +81,18 @@ def check_hashes(root: str | Path, chain: CellChain, cache: dict | None = None) 
     seen: set[str] = set()
     for output, record in _records_on(root, chain):
         finished = _parse_time(record.get("finished_utc"))
-        for name, items in (record.get("inputs") or {}).items():
+        # Declared inputs, then the model folders' files the job read beside them.
+        read = [(name, "input", items) for name, items in (record.get("inputs") or {}).items()]
+        read += [(name, "file read beside an input", items)
+                 for name, items in (record.get("read_files") or {}).items()]  # fmt: skip
+        for name, what, items in read:
             for item in items:
                 if item.get("sha256") is None:
                     continue  # a name, not a file (a hub id), recorded as given
                 path = root / item["path"]
                 if not path.exists():
                     findings.append(
-                        Finding("missing_file", item["path"], f"input {name!r} of {output}")
+                        Finding("missing_file", item["path"], f"{what} {name!r} of {output}")
                     )
                     continue
                 if item["path"] not in cache:
@@ -83,14 +101,48 @@ def check_hashes(root: str | Path, chain: CellChain, cache: dict | None = None) 
                     findings.append(Finding(
                         "changed_input", item["path"],
                         f"sha256 {cache[item['path']][:12]}… now, {item['sha256'][:12]}… when "
-                        f"{record.get('rule')} made {output}",
+                        f"{record.get('rule')} made {output} ({what} {name!r})",
                     ))  # fmt: skip
                 elif finished is not None and path.stat().st_mtime > finished + 1.0:
                     findings.append(Finding(
                         "stale_input", item["path"],
                         f"written after {record.get('rule')} made {output} (same content)",
                     ))  # fmt: skip
+                if path.name == SNAPSHOT_RECORD:
+                    findings.extend(_snapshot_files(root, item["path"], cache))
         findings.extend(_changed_outputs(root, record, cache, seen))
+    return findings
+
+
+def _snapshot_files(root: Path, snapshot: str, cache: dict) -> list[Finding]:
+    """Every file a hub snapshot's record lists (weights, config, tokenizer, chat template)
+    against the folder now: a job records the snapshot's record, not gigabytes of weights
+    hashed again, so the audit is where a file edited in the folder after its download shows.
+    Once per snapshot (``cache``)."""
+    key = f"snapshot:{snapshot}"
+    if key in cache:
+        return []
+    cache[key] = True
+    try:
+        listed = dict(read_json(root / snapshot).get("files") or {})
+    except (OSError, ValueError, AttributeError) as exc:
+        return [Finding("missing_file", snapshot, f"the snapshot's record cannot be read ({exc})")]
+    findings = []
+    folder = Path(snapshot).parent
+    for name, digest in sorted(listed.items()):
+        relative = str(folder / name)
+        path = root / relative
+        if not path.is_file():
+            findings.append(Finding("missing_file", relative, f"listed in {snapshot}"))
+            continue
+        if relative not in cache:
+            cache[relative] = sha256_path(path)
+        if cache[relative] != digest:
+            findings.append(Finding(
+                "changed_input", relative,
+                f"sha256 {cache[relative][:12]}… now, {str(digest)[:12]}… when downloaded "
+                f"({snapshot})",
+            ))  # fmt: skip
     return findings
 
 
