@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -33,6 +34,10 @@ def test_the_page_applies_the_registered_tests_and_check_holds_it_to_its_files(t
                 write_summary(tmp_path, method, STUDY_SCALE, seed, step, {
                     "seed": seed, "step": step, "benchmarks": {
                         c: {"avg_at_k": 60 + up + rng.normal(0, 1)} for c in CELLS}})  # fmt: skip
+            adapter = tmp_path / RESULTS.adapter(method, STUDY_SCALE, seed, 40)
+            adapter.parent.mkdir(parents=True, exist_ok=True)
+            Path(f"{adapter}.provenance.json").write_text(json.dumps({"threads": 1, "numerics": {
+                "cpu": "Test CPU", "aten_cpu_capability": "AVX2"}}))  # fmt: skip
             metrics = tmp_path / RESULTS.run_file(layout.TRAIN_METRICS, method, STUDY_SCALE, seed)
             metrics.parent.mkdir(parents=True, exist_ok=True)
             write_parquet(metrics, pd.DataFrame({"step": [1, 2], "update_norm": [0.1, 0.2]}))
@@ -49,6 +54,7 @@ def test_the_page_applies_the_registered_tests_and_check_holds_it_to_its_files(t
     text = (tmp_path / "docs" / "results.md").read_text()
     assert "so DASH at τ = 0.05 is not compared" in text
     assert "## Co-primary" in text and "assets/results-forest.png" in text
+    assert "Measured on Test CPU (AVX2 kernels, 1 thread(s) a job), 2 cores." in text
     assert (tmp_path / "docs" / "assets" / "results-arms.png").is_file()
     assert page_main([*argv, "--check"]) == 0
     write_summary(tmp_path, "opsd", STUDY_SCALE, 0, 40, {"seed": 0, "step": 40, "benchmarks": {

@@ -69,6 +69,23 @@ def diagnostics(experiment: str, arms: Mapping[str, str], seeds: list[int], dire
     return values, read
 
 
+def machines(experiment: str, arms: Mapping[str, str], seeds: list[int], step: int,
+             directory: Path) -> tuple[str, list[Path]]:  # fmt: skip
+    """The CPUs and kernel paths the study's runs were trained on, from their adapters'
+    provenance records (``numerics``): where the numbers were measured; the records read."""
+    results, found, read = layout.Results(experiment), set(), []
+    for method in dict.fromkeys(arms.values()):
+        for seed in seeds:
+            adapter = directory / results.adapter(method, STUDY_SCALE, seed, step)
+            path = Path(f"{adapter}.provenance.json")
+            read.append(path)
+            record = read_json(path)
+            numerics = record.get("numerics") or {}
+            found.add(f"{numerics.get('cpu')} ({numerics.get('aten_cpu_capability')} kernels, "
+                      f"{record.get('threads')} thread(s) a job)")  # fmt: skip
+    return "; ".join(sorted(found)), read
+
+
 def study_record(experiment: str, registration: Mapping, directory: Path) -> dict:
     """Every number of the report, as registered."""
     arms, cells = registration["arms"], registration["cells"]
@@ -97,6 +114,8 @@ def study_record(experiment: str, registration: Mapping, directory: Path) -> dic
     timings = job_seconds_by_rule(directory / results.root)
     read = sorted({str(p) for p in scores["summary_file"]}) + [str(base_path)]
     read += [str(p) for p in diag_files]
+    machine, records = machines(experiment, arms, seeds, step, directory)
+    read += [str(p) for p in records]
     return {
         "experiment": experiment,
         "step": step,
@@ -115,6 +134,7 @@ def study_record(experiment: str, registration: Mapping, directory: Path) -> dic
             scores[scores["step"] == step], factorial_arms, cells
         ),
         "diagnostics": diag,
+        "machine": machine,
         "cost": {"job_seconds": sum(s for _, s in timings.values()),
                  "by_rule": {rule: list(v) for rule, v in sorted(timings.items())}},  # fmt: skip
         "registration_sha256": registration.get("sha256"),
@@ -199,7 +219,8 @@ def page_text(record: Mapping, record_name: str, forest: str, arms: str) -> str:
     for arm, values in record["diagnostics"].items():
         lines.append(f"| `{arm}` | " + " | ".join(_n(values[d][0], 3) for d in DIAGNOSTICS) + " |")
     cost = record["cost"]
-    lines += ["", f"Cost: {cost['job_seconds']:,.0f} job-seconds in the experiment, by rule: "
+    lines += ["", f"Measured on {record['machine']}, 2 cores.", "",
+              f"Cost: {cost['job_seconds']:,.0f} job-seconds in the experiment, by rule: "
               + ", ".join(f"`{r}` {n} × {s:,.0f} s" for r, (n, s) in cost["by_rule"].items())
               + "."]  # fmt: skip
     return "\n".join(lines) + "\n"
