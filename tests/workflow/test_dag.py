@@ -328,3 +328,31 @@ def test_the_study_overlay_trains_the_registered_methods_and_seeds(repo_root, tm
     assert counts["train_lora_tiny"] == seeds * len(methods) == 3 * seeds
     assert f"fixed_lambda_{registration['fixed_lambda']}".replace(".", "p") in methods
     assert f"runs/dash/tiny/seed{seeds - 1}" in done.stdout and "runs/dash_k" not in done.stdout
+
+
+def test_the_factorial_study_overlay_trains_every_registered_arm_and_seed(repo_root, tmp_path):
+    """The factorial study's command (docs/factorial-study.md), dry: each registered arm at each
+    registered seed on the study's scale, both checkpoints evaluated, and nothing else trained."""
+    import json
+
+    import yaml
+
+    registration = json.loads((repo_root / "docs/factorial-pilot.json").read_text())
+    overlay = yaml.safe_load((repo_root / "config/experiments/factorial_study.yaml").read_text())
+    assert overlay["seeds"] == registration["study_seeds"]
+    arms = list(dict.fromkeys(registration["arms"].values()))
+    assert overlay["tables"]["main_results"]["methods"] == arms
+    overlays = [str(repo_root / "config/experiments" / name)
+                for name in ("task_families.yaml", "factorial_study.yaml")]  # fmt: skip
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"),
+           "--directory", str(tmp_path), "-n", "--rerun-incomplete", "evaluate_all_runs",
+           "--configfile", *overlays]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = job_counts(done.stdout)
+    runs = len(arms) * len(overlay["seeds"])
+    assert counts["train_lora_factorial"] == runs
+    assert counts["generate_checkpoint_responses"] == 2 * runs
+    assert not [job for job in counts if job.startswith("train_lora_") and job != "train_lora_factorial"]
+    for arm in arms:
+        assert f"runs/{arm}/factorial/seed{len(overlay['seeds']) - 1}" in done.stdout, arm
