@@ -112,6 +112,11 @@ def get_base_model_inputs(wildcards):
     return EXPERIMENT.base_model_inputs(wildcards.scale)
 
 
+def get_base_model_inputs_of(scale):
+    """The base model's inputs of a rule made per scale (its scale a value, not a wildcard)."""
+    return lambda wildcards: EXPERIMENT.base_model_inputs(scale)
+
+
 def get_base_model(wildcards):
     return EXPERIMENT.base_model_ref(wildcards.scale)
 

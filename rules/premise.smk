@@ -9,7 +9,7 @@ for _scale in EXPERIMENT.premise_scales:
         name:
             f"premise_probe_{_scale}"
         input:
-            **EXPERIMENT.base_model_inputs(_scale),
+            unpack(get_base_model_inputs_of(_scale)),
             train=LAYOUT.data(TRAIN_DATA),
         output:
             tokens=LAYOUT.premise_file(PREMISE_TOKENS, _scale),

@@ -10,7 +10,7 @@ for _scale in config["scales"]:
         name:
             f"train_lora_{_scale}"
         input:
-            **EXPERIMENT.base_model_inputs(_scale),
+            unpack(get_base_model_inputs_of(_scale)),
             train=LAYOUT.data(TRAIN_DATA),
         output:
             checkpoints=[

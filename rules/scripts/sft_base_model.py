@@ -1,4 +1,4 @@
-"""Rule sft_base_model: build the tiny Qwen3 model and warm-start it by SFT, or reuse the shipped
+"""Rule sft_base_model: build the tiny Qwen3 model and warm-start it by SFT, or reuse a shipped
 warm start when the run asks for exactly its recipe (dashrepro.embedded.warm_start)."""
 
 from pathlib import Path
@@ -31,17 +31,19 @@ def main(snakemake) -> None:
     out_dir = Path(snakemake.output.weights).parent
 
     if sft.get("reuse_shipped", False):
-        differ = warm_start.shipped_differences(recipe)
-        if not differ:
+        folder, differ = warm_start.find_shipped(recipe)
+        if folder is not None:
             with atomic_dir(out_dir) as tmp:
-                digest = warm_start.reuse_shipped(tmp, recipe)
+                digest = warm_start.reuse_shipped(tmp, recipe, folder)
                 tokenizer.save_pretrained(str(tmp))
             log.info(
-                "reused the shipped warm start (model sha256 %s): its recipe is this run's", digest
+                "reused the shipped warm start %r (model sha256 %s): its recipe is this run's",
+                folder.name,
+                digest,
             )
             return
         log.info(
-            "training the warm start: the shipped one was made from another recipe (%s differ)",
+            "training the warm start: no shipped one was made from this recipe (%s differ)",
             ", ".join(differ),
         )
 

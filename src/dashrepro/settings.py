@@ -139,6 +139,15 @@ class TrainSettings:
         "micro-batch's rollouts.",
         default="hf",
     )
+    rollout_call_rows: int | None = help_field(
+        "Sample a step's rollouts in calls of whole micro-batches holding at most this many "
+        "rows (micro_batch_size x grad_accumulation: one call a step), the teacher's analyses "
+        "alike, instead of one call per micro-batch: fewer, fuller calls on a GPU. A call's "
+        "seed is that of its first micro-batch, so its rollouts depend on how the micro-batches "
+        "are grouped (and spread over processes), and its response cap on its longest prompt. "
+        "Absent: one call per micro-batch, and not in the run's records.",
+        default=None,
+    )
     precision: Precision = help_field(
         "fp32, or bf16: the base weights in bfloat16 under bf16 autocast (with DeepSpeed, its "
         "config's bf16 section). A bf16 run's job uses the GPU environment.",
@@ -177,8 +186,12 @@ class TrainSettings:
         return settings_from_mapping(cls, train, where)
 
     def to_dict(self) -> dict:
-        """Every field, JSON-ready; ``from_config`` reads it back."""
-        return dataclasses.asdict(self)
+        """Every field, JSON-ready; ``from_config`` reads it back. ``rollout_call_rows``, added
+        later, only where set: the runs without it record what they always did."""
+        fields = dataclasses.asdict(self)
+        if fields["rollout_call_rows"] is None:
+            del fields["rollout_call_rows"]
+        return fields
 
     def checkpoint_steps(self) -> list[int]:
         """The steps at which a run saves a checkpoint: every ``checkpoint_every`` steps."""

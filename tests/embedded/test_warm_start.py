@@ -29,19 +29,20 @@ def _snakemake(workdir: Path, *targets: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, cwd=workdir, capture_output=True, text=True, timeout=1200)
 
 
-def _default_recipe(workdir: Path) -> dict:
-    """The recipe rule sft_base_model computes for the default, from the files the rules made."""
+def _recipe(workdir: Path, *overlays: str, experiment: str = "tiny") -> dict:
+    """The recipe rule sft_base_model computes for an experiment, from the files the rules made."""
     from dashrepro.data.prompts import TeacherProtocol
     from dashrepro.experiment.config import load_config
     from dashrepro.experiment.run_matrix import expand_config
     from dashrepro.experiment.workflow import Experiment
     from dashrepro.io import load_tokenizer, read_parquet
 
-    config = expand_config(load_config(workdir / "workflow_config.yaml"))
+    paths = [workdir / "workflow_config.yaml", *(workdir / o for o in overlays)]
+    config = expand_config(load_config(*paths))
     scale = config["scales"]["tiny"]
-    tokenizer = load_tokenizer(workdir / "results/tiny/tokenizer")
+    tokenizer = load_tokenizer(workdir / f"results/{experiment}/tokenizer")
     examples = warm_start.sft_examples_for(
-        read_parquet(workdir / "results/tiny/data/train.parquet"),
+        read_parquet(workdir / f"results/{experiment}/data/train.parquet"),
         tokenizer,
         TeacherProtocol.from_config(config["protocol"]),
         scale["sft"],
@@ -61,7 +62,7 @@ def test_the_default_reuses_the_shipped_warm_start_byte_for_byte(repo_root, tmp_
     )
     assert made.returncode == 0, made.stderr[-3000:]
 
-    differ = warm_start.shipped_differences(_default_recipe(workdir))
+    differ = warm_start.shipped_differences(_recipe(workdir))
     assert not differ, (
         f"the shipped warm start was made from another recipe ({', '.join(differ)} differ): "
         "run the default (its SFT trains, since the recipe is new) and ship the result: "
@@ -88,6 +89,56 @@ def test_the_default_reuses_the_shipped_warm_start_byte_for_byte(repo_root, tmp_
         text=True,
     )
     assert ship.returncode != 0 and "not a trained warm start" in ship.stderr, ship.stderr
+
+
+@pytest.mark.slow
+def test_the_task_families_recipe_is_the_shipped_task_families_warm_start(repo_root, tmp_path):
+    """The premise studies' warm start ships too (docs/factorial-study.md): their recipe finds it."""
+    from conftest import copy_tracked_files
+
+    workdir = copy_tracked_files(repo_root, tmp_path / "repo")
+    overlay = "config/experiments/task_families.yaml"
+    made = _snakemake(
+        workdir,
+        "results/task_families/data/train.parquet",
+        "results/task_families/tokenizer/tokenizer.json",
+        "--configfile",
+        overlay,
+    )
+    assert made.returncode == 0, made.stderr[-3000:]
+    folder, differ = warm_start.find_shipped(_recipe(workdir, overlay, experiment="task_families"))
+    assert folder == warm_start.SHIPPED_ROOT / "task_families", (
+        f"no shipped warm start has the task families' recipe ({', '.join(differ)} differ): "
+        "train it and ship it: python -m dashrepro.embedded.warm_start "
+        "results/task_families/base_model/tiny --name task_families"
+    )
+
+
+def test_the_shipped_warm_start_is_found_by_its_recipe_among_several(tmp_path):
+    root = tmp_path / "warm_starts"
+    for name, steps in (("first", 1), ("second", 2)):
+        (root / name).mkdir(parents=True)
+        recipe = {"recipe": {"sft": {"steps": steps, "lr": 0.1}}}
+        (root / name / warm_start.RECIPE).write_text(json.dumps(recipe))
+    assert warm_start.shipped_folders(root) == [root / "first", root / "second"]
+    assert warm_start.find_shipped({"sft": {"steps": 2, "lr": 0.1}}, root) == (root / "second", [])
+    # None matches: the nearest one's differences, named by its folder.
+    folder, differ = warm_start.find_shipped({"sft": {"steps": 2, "lr": 0.2}}, root)
+    assert folder is None and differ == ["second: sft.lr"]
+    assert warm_start.find_shipped({}, tmp_path / "empty") == (
+        None,
+        [f"no {warm_start.RECIPE} under {tmp_path / 'empty'}"],
+    )
+
+
+def test_every_shipped_warm_start_is_whole():
+    """Each shipped folder's weights are the ones its recipe records (a damaged clone fails)."""
+    folders = warm_start.shipped_folders()
+    assert warm_start.SHIPPED in folders
+    for folder in folders:
+        record = read_json(folder / warm_start.RECIPE)
+        assert "made_with" in record, folder
+        assert sha256_file(folder / "model.safetensors") == record["model_sha256"], folder
 
 
 def test_a_recipe_differs_by_its_dotted_keys_and_not_by_how_it_is_obtained():

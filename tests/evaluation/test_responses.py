@@ -5,6 +5,25 @@ import pandas as pd
 import pytest
 
 
+class ModelSampler:
+    """An already loaded model behind the evaluation's ``Sampler`` interface (these tests only:
+    the pipeline loads its policies through ``sampling.hf.HFSampler``). HF ``generate`` draws
+    from one torch generator per call, so every sample records the call's seed."""
+
+    def __init__(self, model, tokenizer) -> None:
+        self.model = model
+        self.tokenizer = tokenizer
+
+    def sample(self, prompts, settings, seed, adapter_dir=None, adapter_version=None):
+        from dashrepro.sampling import hf  # looked up at each call: a test may wrap it
+
+        assert adapter_dir is None, "ModelSampler samples its loaded model"
+        samples = hf.sample_responses(self.model, self.tokenizer, prompts, settings, seed=seed)
+        for sample in samples:
+            sample.seed = seed
+        return samples
+
+
 @pytest.fixture(scope="module")
 def tiny_policy():
     from dashrepro.embedded.synthetic_data import make_dataset
@@ -26,7 +45,6 @@ def tiny_policy():
 def _generate(policy, shard_dir, temperature=1.0, timing=None):
     from dashrepro.evaluation.responses import generate_samples
     from dashrepro.sampling import SamplingSettings
-    from dashrepro.sampling.hf import ModelSampler
 
     model, tokenizer, benches = policy
     return generate_samples(
@@ -61,7 +79,6 @@ def test_a_resumed_generation_says_what_it_reused(tiny_policy, tmp_path):
     how many kept ones it discarded and how many are left; a first attempt says nothing."""
     from dashrepro.evaluation.responses import generate_samples
     from dashrepro.sampling import SamplingSettings
-    from dashrepro.sampling.hf import ModelSampler
 
     model, tokenizer, benches = tiny_policy
 

@@ -163,3 +163,37 @@ def test_main_prints_the_plan_of_the_config_files_named(config, monkeypatch, cap
     monkeypatch.setattr(sys, "argv", ["plan"])
     plan.main()
     assert loaded[-1] == ("workflow_config.yaml",)
+
+
+def _proof_summary(kernel_share: float) -> dict:
+    """A GPU proof's summary at the 1.7B shape: one OPSD stage, the profile, the evaluation."""
+    train = {"ok": True, "mean_s_teacher": 2.0, "mean_s_student": 2.0, "rollouts_per_step": 4,
+             "mean_s_rollout": 10.0, "max_new_tokens": 100, "mean_s_optimizer": 1.0}  # fmt: skip
+    return {"train_opsd": train, "profile": {"lora": {"kernel_share": kernel_share}},
+            "evaluate": {"ok": True, "tokens_per_second": 1000.0}}  # fmt: skip
+
+
+def test_measured_costs_price_a_run_and_a_checkpoint_from_the_proofs_speeds():
+    train = {"steps": 10, "micro_batch_size": 2, "grad_accumulation": 3, "max_new_tokens": 200}
+    config = {
+        "scales": {"qwen3_1p7b": {"train": train}, "qwen3_8b": {"train": train}},
+        "benchmarks": {"b": {"n_problems": 60}},
+        "evaluation": {"samples_per_problem": 12, "max_new_tokens": 1000},
+        "costs": {"qwen3_1p7b": {"train": 1.0, "generation": 0.5}},
+    }
+    device_bound = plan.measured_costs(_proof_summary(0.9), config, mean_response_tokens=500)
+    small = device_bound["scales"]["qwen3_1p7b"]
+    # A step: 3 x (rollout 10 s x 200/100 + (2+2)/4 s x 2 rows) + 1 s = 67 s; 10 steps.
+    assert small["train_opsd"] == round(10 * 67 / 3600, 1) and "train_dash" not in small
+    # 60 x 12 responses of 500 tokens at 1,000 tokens/s: 0.1 h.
+    assert small["generation"] == round(60 * 12 * 500 / 1000 / 3600, 1) == 0.1
+    assert small["assumed"] == {"train": 1.0, "generation": 0.5}
+    assert set(device_bound["scales"]) == {"qwen3_1p7b", "qwen3_8b"}  # no 4B scale here
+    # Device-bound: the 8B's rollouts scale by parameters; host-bound, by layers (36 / 28).
+    assert device_bound["scales"]["qwen3_8b"]["rollout_ratio"] == round(8.2 / 1.7, 3)
+    host_bound = plan.measured_costs(_proof_summary(0.2), config, None)
+    assert host_bound["host_bound"] and host_bound["mean_response_tokens"] == 1000.0
+    assert host_bound["scales"]["qwen3_8b"]["rollout_ratio"] == round(36 / 28, 3)
+    markdown = plan.costs_markdown(device_bound, {"all_tables": (10.0, 12.0)})
+    assert "| qwen3_1p7b | 1.0 | 0.2 | None | 0.5 | 0.1 |" in markdown
+    assert "| all_tables | 10 | 12 |" in markdown and "device-bound" in markdown

@@ -27,6 +27,26 @@ def test_each_backend_names_classes_that_exist():
     assert hasattr(vllm, "VLLMSampler") and hasattr(vllm, "VLLMRolloutSampler")
 
 
+def test_every_rollout_sampler_has_the_one_constructor_and_options_are_checked(tmp_path):
+    """The rollout role is one name (``RolloutSampler``) built one way: (tokenizer, policy,
+    RolloutOptions), so a misspelt option fails where it is written, naming it."""
+    import inspect
+
+    from dashrepro.sampling import RolloutOptions, make_rollout_sampler
+
+    for spec in BACKENDS.values():
+        assert spec.rollout_sampler.endswith("RolloutSampler"), spec
+        cls = getattr(importlib.import_module(spec.module), spec.rollout_sampler)
+        parameters = list(inspect.signature(cls.__init__).parameters)
+        assert parameters == ["self", "tokenizer", "policy", "options"], (spec.name, parameters)
+    with pytest.raises(TypeError, match="precison"):
+        RolloutOptions(base_model="base", adapter_dir=tmp_path, precison="bf16")
+    with pytest.raises(TypeError, match="must be a RolloutOptions, not dict"):
+        make_rollout_sampler("hf", None, None, {"base_model": "base"})
+    made = make_rollout_sampler("hf", "tok", None, RolloutOptions("base", tmp_path))
+    assert type(made).__name__ == BACKENDS["hf"].rollout_sampler and made.tokenizer == "tok"
+
+
 def test_hf_runs_where_told_and_vllm_only_on_cuda():
     assert job_device("hf") == "cpu" and not needs_gpu("hf")
     assert needs_gpu("hf", "cuda") and needs_gpu("hf_compiled", "cuda")

@@ -14,7 +14,7 @@ import torch
 from goodness_of_fit_support import ALPHA, MIN_TOKENS, fit, fit_setup, grid_params
 from sampling_helpers import ARCH, TARGETS, save_tiny_model
 
-from dashrepro.sampling import SamplingSettings, make_rollout_sampler, make_sampler
+from dashrepro.sampling import RolloutOptions, SamplingSettings, make_rollout_sampler, make_sampler
 from dashrepro.sampling.hf_compiled import CompiledSampler, compile_counts
 from dashrepro.settings import LoraSettings
 
@@ -62,8 +62,8 @@ def test_rollouts_recompile_nothing_across_optimizer_steps(tmp_path):
     folder, tokenizer, prompts = save_tiny_model(tmp_path / "base", ARCH)
     lora = LoraSettings(r=4, alpha=8, dropout=0.0, target_modules=tuple(TARGETS))
     policy = load_lora_student(folder, lora, seed=0)
-    sampler = make_rollout_sampler("hf_compiled", tokenizer, base_model=folder, policy=policy,
-                                   precision="fp32", adapter_dir=tmp_path, rank=0)  # fmt: skip
+    options = RolloutOptions(base_model=str(folder), adapter_dir=tmp_path, precision="fp32")
+    sampler = make_rollout_sampler("hf_compiled", tokenizer, policy, options)
     settings = SamplingSettings(1.1, 0.95, 20, max_new_tokens=12)
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=1e-2)
     counts = []

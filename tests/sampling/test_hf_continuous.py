@@ -15,7 +15,7 @@ import torch
 from goodness_of_fit_support import ALPHA, MIN_TOKENS, fit, fit_setup, grid_params
 from sampling_helpers import ARCH, TARGETS, save_random_lora, save_tiny_model
 
-from dashrepro.sampling import SamplingSettings, make_rollout_sampler, make_sampler
+from dashrepro.sampling import RolloutOptions, SamplingSettings, make_rollout_sampler, make_sampler
 from dashrepro.sampling.hf_continuous import (
     PAGE_SIZE,
     ContinuousSampler,
@@ -139,8 +139,8 @@ def test_rollouts_follow_the_live_policy_and_the_teacher_samples_the_base(tmp_pa
     folder, tokenizer, prompts = save_tiny_model(tmp_path / "base", ARCH)
     lora = LoraSettings(r=4, alpha=8, dropout=0.0, target_modules=tuple(TARGETS))
     policy = load_lora_student(folder, lora, seed=0)
-    sampler = make_rollout_sampler("hf_continuous", tokenizer, base_model=folder, policy=policy,
-                                   precision="fp32", adapter_dir=tmp_path, rank=0)  # fmt: skip
+    options = RolloutOptions(base_model=str(folder), adapter_dir=tmp_path, precision="fp32")
+    sampler = make_rollout_sampler("hf_continuous", tokenizer, policy, options)
     settings = SamplingSettings(1.1, 0.95, 20, max_new_tokens=6)
     optimizer = torch.optim.AdamW([p for p in policy.parameters() if p.requires_grad], lr=1e-2)
     for step in range(2):

@@ -1,6 +1,6 @@
-"""``benchmarks/gpu_proof.py``'s CPU twin: every stage of the GPU proof at the small shape.
+"""``benchmarks/gpu_proof``'s CPU twin: every stage of the GPU proof at the small shape.
 
-The script is what a lent GPU runs (docs/performance.md, "On a GPU"); here its stages run on the CPU so that
+The package is what a lent GPU runs (docs/performance.md, "On a GPU"); here its stages run on the CPU so that
 it cannot rot between leases. As on a bare GPU machine, Snakemake is kept out of the stages'
 interpreter (the merged paper config travels as JSON), which is how the first GPU run failed.
 """
@@ -14,11 +14,12 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "benchmarks/gpu_proof.py"
+SCRIPT = ROOT / "benchmarks/gpu_proof"  # a package run as a script: its __main__.py
 PERFORMANCE_PAGE = (ROOT / "docs/performance.md").read_text()
 sys.path.insert(0, str(SCRIPT.parent))
-import gpu_proof  # noqa: E402
-from gpu_proof_fast_generation import SECTIONS  # noqa: E402
+from gpu_proof import runner  # noqa: E402
+from gpu_proof.__main__ import build_parser  # noqa: E402
+from gpu_proof.stages.fast_generation import SECTIONS  # noqa: E402
 
 #: The tiny shape's key/value cache of 4 rows x 256 positions (2 layers x 1 head x 32 x 2 x
 #: bf16 = 256 bytes a position): the budget of the twin's compiled and continuous sections.
@@ -141,7 +142,7 @@ def test_the_measured_gpu_report_is_what_its_summary_gives(tmp_path):
     copy = tmp_path / measured.name
     copy.mkdir()
     (copy / "summary.json").write_bytes((measured / "summary.json").read_bytes())
-    command = f"python benchmarks/gpu_proof.py --out {copy} --costs"
+    command = f"python benchmarks/gpu_proof --out {copy} --costs"
     assert command.replace(str(copy), str(measured.relative_to(ROOT))) in PERFORMANCE_PAGE
     subprocess.run([sys.executable, *command.split()[1:]], cwd=ROOT, check=True,
                    capture_output=True)  # fmt: skip
@@ -158,14 +159,15 @@ def test_a_killed_stage_keeps_what_it_measured(tmp_path, monkeypatch):
     worker.write_text(
         "import sys, time\n"
         f"sys.path.insert(0, {str(SCRIPT.parent)!r})\n"
-        "import gpu_proof\n"
+        "from gpu_proof.runner import record\n"
         "out = sys.argv[sys.argv.index('--out') + 1]\n"
-        "gpu_proof.record(out, 'fast_generation', 'compiled_rollouts', {'tokens_per_second': 1.5})\n"
+        "record(out, 'fast_generation', 'compiled_rollouts', {'tokens_per_second': 1.5})\n"
         "time.sleep(60)\n"
     )
-    monkeypatch.setattr(gpu_proof, "__file__", str(worker))
-    args = gpu_proof.build_parser().parse_args(["--out", str(tmp_path)])
-    result = gpu_proof.run_stage(args, "fast_generation", dict(os.environ), limit=8)
+    # The runner re-invokes STAGE_COMMAND with ``--stage NAME``: here, the worker above.
+    monkeypatch.setattr(runner, "STAGE_COMMAND", (sys.executable, str(worker)))
+    args = build_parser().parse_args(["--out", str(tmp_path)])
+    result = runner.run_stage(args, "fast_generation", dict(os.environ), limit=8)
     assert not result["ok"] and result["exit"] == "timeout"
     [measured] = result["measurements"]
     assert measured["section"] == "compiled_rollouts" and measured["tokens_per_second"] == 1.5

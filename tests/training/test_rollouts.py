@@ -7,6 +7,8 @@ use it on a GPU; either way the student's current adapter is saved and synced be
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 
 from dashrepro.sampling import SamplingSettings
@@ -65,7 +67,7 @@ def test_rollouts_sync_the_current_adapter_and_sleep_only_on_a_gpu(monkeypatch, 
 
     monkeypatch.setattr(vllm_module, "VLLMSampler", FakeEngine)
     monkeypatch.setattr(vllm_module, "sleep_mode_available", lambda: cuda)
-    sampler = rollouts.RolloutSampler(None, TRAIN, LORA, "base", tmp_path, rank=1)
+    sampler = rollouts.RolloutPhase(None, TRAIN, LORA, "base", tmp_path, rank=1)
     policy = FakePolicy()
     settings = SamplingSettings(max_new_tokens=8)
     for step in (1, 2):
@@ -96,11 +98,92 @@ def test_each_rollout_backend_makes_its_registered_sampler(tmp_path):
     """hf samples the live policy itself: nothing is made or loaded for it."""
     import dataclasses
 
-    from dashrepro.sampling.hf import LivePolicySampler
+    from dashrepro.sampling.hf import HFRolloutSampler
 
     train = dataclasses.replace(TRAIN, rollout_backend="hf")
-    sampler = rollouts.RolloutSampler("tok", train, LORA, "base", tmp_path, rank=0)
+    sampler = rollouts.RolloutPhase("tok", train, LORA, "base", tmp_path, rank=0)
     made = sampler.policy_sampler(FakePolicy())
-    assert isinstance(made, LivePolicySampler) and made.tokenizer == "tok"
+    assert isinstance(made, HFRolloutSampler) and made.tokenizer == "tok"
     assert sampler.policy_sampler(None) is made  # made once
     sampler.shutdown()  # nothing to stop
+
+
+def test_call_groups_hold_whole_micro_batches_up_to_the_rows_and_skip_long_prompts():
+    short, long = [[1, 2]], [[1] * 10]
+    prompts = [short * 2, short * 2, long * 2, short * 2, short * 3]
+    assert rollouts.call_groups(prompts, 10, None) == [[0], [1], [3], [4]]
+    assert rollouts.call_groups(prompts, 10, 4) == [[0, 1], [3], [4]]
+    assert rollouts.call_groups(prompts, 10, 100) == [[0, 1, 3, 4]]
+    assert rollouts.call_groups(prompts, 10, 1) == [[0], [1], [3], [4]]  # a larger one alone
+
+
+class CountingPhase(rollouts.RolloutPhase):
+    """A rollout phase whose sampler answers each prompt with its own text, recording calls."""
+
+    def __init__(self, max_total: int = 10**9):
+        train = TrainSettings(steps=1, checkpoint_every=1, lr=1e-3, micro_batch_size=2,
+                              grad_accumulation=3, max_new_tokens=8, temperature=1.0, top_p=1.0,
+                              top_k=0, max_total_length=max_total)  # fmt: skip
+        tokenizer = SimpleNamespace(decode=lambda ids, skip_special_tokens: "request")
+        super().__init__(tokenizer, train, LORA, "base", "unused", rank=0)
+        self.calls: list[tuple] = []
+
+    def sample(self, model, prompts, settings, seed):
+        from dashrepro.sampling import Sample
+
+        self.calls.append(("rollouts", len(prompts), settings.max_new_tokens, seed))
+        return [Sample(i, [7], p, "stop") for i, p in enumerate(prompts)]
+
+    def teacher_samples(self, model, prompts, settings, seed):
+        from dashrepro.sampling import Sample
+
+        self.calls.append(("analyses", len(prompts), seed))
+        return [Sample(i, [8], "analysis", "stop") for i, _ in enumerate(prompts)]
+
+
+@pytest.fixture
+def plain_prompts(monkeypatch):
+    """Prompts are the problems, their ids one per character; answers are the problems."""
+    import pandas as pd
+
+    monkeypatch.setattr(rollouts, "render_student_prompt", lambda tokenizer, problem: problem)
+    monkeypatch.setattr(rollouts, "encode", lambda tokenizer, text: [ord(c) for c in text])
+    monkeypatch.setattr(rollouts, "analysis_request_ids", lambda tok, protocol, inp, cap: [1])
+    monkeypatch.setattr(rollouts, "reward_exact_match", lambda text, answer: float(text == answer))
+    problems = ["a", "bb", "c", "toolongprompt", "d", "e"]
+    return pd.DataFrame({"id": range(6), "problem": problems, "reference_solution": problems,
+                         "answer": ["a", "x", "c", "x", "d", "x"]})  # fmt: skip
+
+
+def test_a_steps_rollouts_in_one_call_come_back_in_their_micro_batches(plain_prompts):
+    """train.rollout_call_rows groups a step's micro-batches into calls; each micro-batch's
+    Share is as a call of its own would make it, with the call's seed, cap and numbering."""
+    protocol = SimpleNamespace(analysis_max_tokens=5, transition_text=lambda: "")
+    micro_rows, seeds = [[0, 1], [2, 4], [5, 0]], [11, 12, 13]
+    one_each = CountingPhase()
+    alone = one_each.step_shares(None, plain_prompts, micro_rows, seeds, {"rollout": 0.0,
+                                 "teacher": 0.0}, analyses=(protocol, None, [21, 22, 23]))  # fmt: skip
+    assert [c for c in one_each.calls if c[0] == "rollouts"] == [
+        ("rollouts", 2, 8, 11), ("rollouts", 2, 8, 12), ("rollouts", 2, 8, 13)]  # fmt: skip
+    grouped = CountingPhase()
+    together = grouped.step_shares(None, plain_prompts, micro_rows, seeds, {"rollout": 0.0,
+                                   "teacher": 0.0}, call_rows=6, analyses=(protocol, None, [21, 22, 23]))  # fmt: skip
+    assert grouped.calls == [("rollouts", 6, 8, 11), ("analyses", 6, 21)]
+    for a, b in zip(alone, together, strict=True):
+        assert (a.rows, a.prompts, a.rewards) == (b.rows, b.prompts, b.rewards)
+        assert [(s.prompt_index, s.text) for s in a.samples] == [
+            (s.prompt_index, s.text) for s in b.samples]  # fmt: skip
+        assert [s.prompt_index for s in b.analyses] == [0, 1]
+    assert together[1].rewards == [1.0, 1.0] and together[2].rewards == [0.0, 1.0]
+
+
+def test_a_micro_batch_whose_prompt_is_too_long_is_left_out_of_its_call(plain_prompts):
+    phase = CountingPhase(max_total=8)
+    timings = {"rollout": 0.0, "teacher": 0.0}
+    shares = phase.step_shares(None, plain_prompts, [[0, 1], [3, 4], [2, 5]], [1, 2, 3],
+                               timings, call_rows=6)  # fmt: skip
+    # The call holds micro-batches 0 and 2; its cap leaves room after its longest prompt (2).
+    assert phase.calls == [("rollouts", 4, 6, 1)]
+    skipped = shares[1]
+    assert skipped.samples == [] and skipped.rewards == [0.0, 0.0] and skipped.analyses is None
+    assert skipped.skipped_long_prompts == 2 and shares[2].samples[1].text == "e"

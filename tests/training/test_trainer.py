@@ -317,3 +317,30 @@ def test_training_with_compiled_rollouts_runs_every_phase(tiny_setup, tmp_path, 
     contexts = pd.read_parquet(tmp_path / "teacher_contexts.parquet")
     assert set(contexts["step"]) == {1, 2} and contexts["analysis_tokens"].between(1, 6).all()
     assert (tmp_path / "checkpoint-2" / "adapter_model.safetensors").is_file()
+
+
+def test_rollouts_in_calls_of_one_micro_batch_are_the_default_and_one_call_a_step_trains(
+    tiny_setup, tmp_path, default_config, monkeypatch
+):
+    """``train.rollout_call_rows``: at one micro-batch a call, the default run's adapter bit for
+    bit (a call's seed is its first micro-batch's); at the step's rows, one rollout call and one
+    analysis call a step (reason_first), and the run trains."""
+    from dashrepro.training.rollouts import RolloutPhase
+
+    protocol = {**default_config["protocol"], "teacher_context": "reason_first",
+                "analysis_max_tokens": 4}  # fmt: skip
+    method = default_config["methods"]["dash"]
+    run = dict(protocol=protocol, steps=2, micro_batch_size=2, grad_accumulation=3)
+    train_one_step(tiny_setup, tmp_path / "default", method, **run)
+    train_one_step(tiny_setup, tmp_path / "micro", method, rollout_call_rows=2, **run)
+    adapter = "checkpoint-2/adapter_model.safetensors"
+    assert (tmp_path / "default" / adapter).read_bytes() == (tmp_path / "micro" / adapter).read_bytes()
+
+    calls = []
+    for name in ("sample", "teacher_samples"):
+        real = getattr(RolloutPhase, name)
+        monkeypatch.setattr(RolloutPhase, name, lambda self, *a, _real=real, _name=name, **k: (
+            calls.append((_name, len(a[1]))) or _real(self, *a, **k)))  # fmt: skip
+    metrics = train_one_step(tiny_setup, tmp_path / "step", method, rollout_call_rows=6, **run)
+    assert calls == [("sample", 6), ("teacher_samples", 6)] * 2
+    assert metrics["loss"].notna().all() and len(metrics) == 2

@@ -1,14 +1,15 @@
-"""The embedded default's shipped warm start: its SFT'd base model, committed with its recipe.
+"""The shipped warm starts: SFT'd tiny base models, committed with the recipes they came from.
 
-The warm-start SFT is where the embedded default depends most on the machine (CPUs with other
-floating-point kernels grow other models from it: docs/reproducibility.md), so its result
-ships with the repository, as a released model's pinned commit does at the paper's scales:
-``warm_start/`` holds the weights, the SFT's loss history and ``recipe.json``. Rule
-``sft_base_model`` reuses them byte for byte (``sft.reuse_shipped``) when a run asks for the
-recipe they were made from (architecture, SFT settings, the sha256 of the SFT examples' token
-ids, the SFT code); any other recipe trains, and the log names what differs.
+The warm-start SFT is where the embedded experiments depend most on the machine (CPUs with other
+floating-point kernels grow other models from it: docs/reproducibility.md), so its results
+ship with the repository, as a released model's pinned commit does at the paper's scales:
+``warm_starts/<name>/`` holds one's weights, SFT loss history and ``recipe.json`` (``default``:
+the embedded default's; ``task_families``: the premise studies'). Rule ``sft_base_model``
+reuses the one whose recipe a run asks for, byte for byte (``sft.reuse_shipped``: architecture,
+SFT settings, the sha256 of the SFT examples' token ids, the SFT code); any other recipe
+trains, and the log names what differs from the nearest shipped one.
 
-    python -m dashrepro.embedded.warm_start results/tiny/base_model/tiny   # ship a trained one
+    python -m dashrepro.embedded.warm_start results/tiny/base_model/tiny   # ship as "default"
 """
 
 from __future__ import annotations
@@ -23,8 +24,10 @@ from pathlib import Path
 from dashrepro.io import atomic_dir, read_json, sha256_file, write_json
 from dashrepro.layout import MODEL_WEIGHTS, SFT_HISTORY
 
-#: The committed warm start of the embedded default (package data).
-SHIPPED = Path(__file__).with_name("warm_start")
+#: The committed warm starts, one folder each (package data).
+SHIPPED_ROOT = Path(__file__).with_name("warm_starts")
+#: The embedded default's.
+SHIPPED = SHIPPED_ROOT / "default"
 #: The recipe, in a shipped folder and beside a trained model.
 RECIPE = "recipe.json"
 #: What a warm start is: these files of the model folder (the tokenizer is the run's own).
@@ -95,6 +98,24 @@ def shipped_differences(wanted: Mapping, folder: Path = SHIPPED) -> list[str]:
     return recipe_differences(wanted, read_json(folder / RECIPE)["recipe"])
 
 
+def shipped_folders(root: Path = SHIPPED_ROOT) -> list[Path]:
+    """Every shipped warm start under ``root``, by name."""
+    return sorted(path.parent for path in root.glob(f"*/{RECIPE}"))
+
+
+def find_shipped(wanted: Mapping, root: Path = SHIPPED_ROOT) -> tuple[Path | None, list[str]]:
+    """The shipped warm start made from recipe ``wanted`` and no differences; or ``None`` and
+    why the nearest one (the fewest keys differing) is not it, each key after its folder's name."""
+    nearest: list[str] | None = None
+    for folder in shipped_folders(root):
+        differ = shipped_differences(wanted, folder)
+        if not differ:
+            return folder, []
+        if nearest is None or len(differ) < len(nearest):
+            nearest = [f"{folder.name}: {key}" for key in differ]
+    return None, nearest if nearest is not None else [f"no {RECIPE} under {root}"]
+
+
 def shipped_hashes(folder: Path = SHIPPED) -> dict[str, str]:
     """The sha256 of each shipped file: what a model folder that reused them records."""
     return {name: sha256_file(folder / name) for name in (*FILES, RECIPE)}
@@ -157,9 +178,15 @@ def ship(model_dir: Path, folder: Path = SHIPPED) -> dict:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="Ship a trained warm start with the package.")
     parser.add_argument("model_dir", type=Path, help="e.g. results/tiny/base_model/tiny")
+    parser.add_argument(
+        "--name", default=SHIPPED.name, help="its folder under warm_starts/ (default: default)"
+    )
     args = parser.parse_args(argv)
-    record = ship(args.model_dir)
-    print(f"shipped {args.model_dir} as {SHIPPED} (model sha256 {record['model_sha256']})")
+    if not args.name.isidentifier():
+        parser.error(f"--name {args.name!r}: a folder name of letters, digits and underscores")
+    folder = SHIPPED_ROOT / args.name
+    record = ship(args.model_dir, folder)
+    print(f"shipped {args.model_dir} as {folder} (model sha256 {record['model_sha256']})")
     return 0
 
 

@@ -3,7 +3,7 @@ each token scored by the student and its privileged teacher, before any training
 
 The probe is step 0 of a run of the probed method, by the trainer's own parts: a fresh LoRA
 student (B = 0, so its outputs are the base model's) samples through the trainer's
-``RolloutSampler`` with the scale's rollout settings; the teacher is that model with the adapter
+``RolloutPhase`` with the scale's rollout settings; the teacher is that model with the adapter
 disabled, after its context in each of the method's views (``teacher.view_prompt_ids``; in
 ``reason_first`` mode after its own analysis); the method's loss gives r_t, the gates and c_k
 (``losses.method_loss``, at the loss temperature), beside the unclipped forward KL D_t of the
@@ -37,7 +37,7 @@ from dashrepro.training.distributed import make_accelerator
 from dashrepro.training.losses import method_loss
 from dashrepro.training.methods import MethodSpec
 from dashrepro.training.model import load_lora_student
-from dashrepro.training.rollouts import RolloutSampler, Share
+from dashrepro.training.rollouts import RolloutPhase, Share
 from dashrepro.training.teacher import generates_analysis, view_prompt_ids
 
 #: The columns of ``tokens.parquet``: one row per scored response token.
@@ -109,7 +109,7 @@ class PremiseProbe:
         repeated = [row for row in rows for _ in range(k)]
         timings = {"rollout": 0.0, "teacher": 0.0}
         with tempfile.TemporaryDirectory() as adapter_dir:  # vLLM reads the adapter from disk
-            sampler = RolloutSampler(
+            sampler = RolloutPhase(
                 self.tokenizer, self.train, self.lora, self.base_model, adapter_dir, rank=0
             )
             seed = derive_seed(self.probe.seed, "premise", "rollout")

@@ -1,4 +1,8 @@
-"""Sampling responses: one interface, its backends registered in ``sampling.backends``.
+"""Sampling responses: two roles, each one name in every backend (``sampling.backends``).
+
+Evaluation's ``Sampler`` (``make_sampler``: a checkpoint's responses from its folder) and the
+trainer's ``RolloutSampler`` (``make_rollout_sampler(name, tokenizer, policy, options)``: the
+live policy's rollouts, built from one ``RolloutOptions``).
 
 from dashrepro.sampling import SamplingSettings, make_sampler
 """
@@ -10,7 +14,8 @@ from typing import Any
 
 from dashrepro.sampling.backends import BACKENDS, backend
 from dashrepro.sampling.base import (
-    PolicySampler,
+    RolloutOptions,
+    RolloutSampler,
     Sample,
     Sampler,
     SamplingSettings,
@@ -21,7 +26,8 @@ from dashrepro.sampling.base import (
 
 __all__ = [
     "BACKENDS",
-    "PolicySampler",
+    "RolloutOptions",
+    "RolloutSampler",
     "Sample",
     "Sampler",
     "SamplingSettings",
@@ -47,7 +53,9 @@ def make_sampler(name: str, **kwargs: Any) -> Sampler:
     return _class(name, "sampler")(**kwargs)
 
 
-def make_rollout_sampler(name: str, tokenizer, **kwargs: Any) -> PolicySampler:
-    """The trainer's rollout sampler of backend ``name``; each takes the keyword arguments it
-    needs (``base_model``, ``policy``, ``precision``, ``adapter_dir``, ``rank``, ...)."""
-    return _class(name, "rollout_sampler")(tokenizer, **kwargs)
+def make_rollout_sampler(name: str, tokenizer, policy, options: RolloutOptions) -> RolloutSampler:
+    """The trainer's rollout sampler of backend ``name``, one constructor for every backend:
+    the tokenizer, the live PEFT policy and the run's ``RolloutOptions``."""
+    if not isinstance(options, RolloutOptions):
+        raise TypeError(f"rollout options must be a RolloutOptions, not {type(options).__name__}")
+    return _class(name, "rollout_sampler")(tokenizer, policy, options)

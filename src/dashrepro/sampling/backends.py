@@ -33,7 +33,7 @@ BACKENDS: dict[str, Backend] = {
             "hf",
             "dashrepro.sampling.hf",
             "HFSampler",
-            "LivePolicySampler",
+            "HFRolloutSampler",
             ("cpu", "cuda"),
             "Hugging Face generate, eager, on the policy as loaded (the CPU default)",
         ),

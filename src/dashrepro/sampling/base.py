@@ -2,7 +2,7 @@
 
 Evaluation (``dashrepro.evaluation``) and the trainer's rollouts (``dashrepro.training``) sample
 through one interface, ``Sampler.sample(prompts, settings, seed, adapter_dir=...)`` (the
-trainer's: ``PolicySampler``), with the backends of ``sampling.backends`` behind it: Hugging Face
+trainer's: ``RolloutSampler``), with the backends of ``sampling.backends`` behind it: Hugging Face
 ``generate`` eager (``sampling.hf``) or compiled on a plain copy (``sampling.hf_compiled``), and
 vLLM (``sampling.vllm``, GPU). ``make_sampler(backend, base_model=...)`` picks one.
 
@@ -16,8 +16,8 @@ Seeds: every seed a backend or the trainer derives comes from ``derive_seed(*par
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -70,10 +70,26 @@ class Sampler(Protocol):
     ) -> list[Sample]: ...
 
 
-class PolicySampler(Protocol):
-    """What the trainer's rollouts need from a backend (``make_rollout_sampler``): samples of
-    the live PEFT policy as it is now (a backend that samples its own copy syncs the adapter
-    into it first) and of its base model, adapter off (the privileged teacher's analyses)."""
+@dataclass(frozen=True)
+class RolloutOptions:
+    """What a backend's rollout sampler is built from: the run's typed settings as one value
+    (``training.rollouts.RolloutPhase`` makes it), each backend reading the fields it needs. A
+    misspelt field is an error here, not an option some backend silently ignores."""
+
+    base_model: str  # the base model's folder
+    adapter_dir: Path  # where a backend with its own engine saves the live adapter (vllm)
+    rank: int = 0  # the process's rank (one adapter folder each)
+    lora_rank: int = 8  # the adapter's r (vLLM sizes its LoRA slots from it)
+    precision: str = "fp32"  # the training precision: a policy copy's dtype
+    max_model_len: int | None = None  # prompt + response positions at most (vLLM's engine)
+    engine_options: Mapping[str, Any] = field(default_factory=dict)  # train.vllm
+
+
+class RolloutSampler(Protocol):
+    """The rollout role: what the trainer's rollouts need from a backend, built by
+    ``make_rollout_sampler(name, tokenizer, policy, options)``: samples of the live PEFT policy
+    as it is now (a backend that samples its own copy syncs the adapter into it first) and of
+    its base model, adapter off (the privileged teacher's analyses)."""
 
     tokenizer: Any
 
@@ -84,6 +100,14 @@ class PolicySampler(Protocol):
     def sample_base(
         self, policy, prompts: Sequence[str], settings: SamplingSettings, seed: int
     ) -> list[Sample]: ...
+
+
+def stamped(samples: list[Sample], seed: int) -> list[Sample]:
+    """``samples`` with the call's seed on each: HF generation draws from one generator per
+    call (vLLM records one seed per request instead)."""
+    for sample in samples:
+        sample.seed = seed
+    return samples
 
 
 def adapter_key(adapter_dir: str | Path) -> str:

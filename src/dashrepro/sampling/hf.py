@@ -17,7 +17,13 @@ from typing import Any
 
 import torch
 
-from dashrepro.sampling.base import Sample, SamplingSettings, adapter_key
+from dashrepro.sampling.base import (
+    RolloutOptions,
+    Sample,
+    SamplingSettings,
+    adapter_key,
+    stamped,
+)
 from dashrepro.sampling.kv_cache import preallocated_cache
 
 
@@ -97,33 +103,6 @@ def _call_cache(rows: int, positions: int):
     return preallocated_cache(positions)
 
 
-class ModelSampler:
-    """An already loaded model behind the ``Sampler`` interface (tests, trainer).
-
-    HF ``generate`` draws from one torch generator per call, so every sample records the call's
-    seed (vLLM records one seed per request instead).
-    """
-
-    def __init__(self, model, tokenizer) -> None:
-        self.model = model
-        self.tokenizer = tokenizer
-
-    def sample(
-        self,
-        prompts: Sequence[str],
-        settings: SamplingSettings,
-        seed: int,
-        adapter_dir=None,
-        adapter_version: int | None = None,
-    ) -> list[Sample]:
-        if adapter_dir is not None:
-            raise ValueError("ModelSampler samples its loaded model; it takes no adapter_dir")
-        samples = sample_responses(self.model, self.tokenizer, prompts, settings, seed=seed)
-        for sample in samples:
-            sample.seed = seed
-        return samples
-
-
 def load_policy(base_model_dir: str | Path, adapter_dir: str | Path | None, device: str = "cpu"):
     """The base model (fp32, eval mode, on ``device``), with the LoRA adapter in
     ``adapter_dir`` if given."""
@@ -190,17 +169,14 @@ class HFSampler:
         adapter_version: int | None = None,
     ) -> list[Sample]:
         model = self.policy(adapter_dir, adapter_version)
-        samples = sample_responses(model, self.tokenizer, prompts, settings, seed=seed)
-        for sample in samples:
-            sample.seed = seed
-        return samples
+        return stamped(sample_responses(model, self.tokenizer, prompts, settings, seed=seed), seed)
 
 
-class LivePolicySampler:
+class HFRolloutSampler:
     """The trainer's ``hf`` rollouts: ``sample_responses`` on the live PEFT policy itself (the
     teacher's analyses with its adapter disabled); there is nothing to sync."""
 
-    def __init__(self, tokenizer, **_: Any) -> None:
+    def __init__(self, tokenizer, policy, options: RolloutOptions) -> None:
         self.tokenizer = tokenizer
 
     def sample(self, policy, prompts, settings: SamplingSettings, seed: int) -> list[Sample]:

@@ -26,10 +26,10 @@ from typing import Any
 
 import torch
 
-from dashrepro.sampling.base import Sample, SamplingSettings, adapter_key
+from dashrepro.sampling.base import RolloutOptions, Sample, SamplingSettings, stamped
 from dashrepro.sampling.hf import sample_responses
 from dashrepro.sampling.memory_plan import CacheShape, planned_batch
-from dashrepro.sampling.policy_copy import PolicyCopy, folder_deltas, live_deltas
+from dashrepro.sampling.policy_copy import PolicyCopy, live_deltas
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 #: Cache lengths are rounded up to a multiple of this, so prompts of near widths share a graph.
@@ -99,12 +99,6 @@ def compile_counts() -> dict[str, int]:
     return {"compiled_graphs": int(counters["stats"]["unique_graphs"]), "cuda_graphs": recorded}
 
 
-def _stamp(samples: list[Sample], seed: int) -> list[Sample]:
-    for sample in samples:
-        sample.seed = seed  # one generator per call, as HF's eager backend
-    return samples
-
-
 class CompiledSampler:
     """Evaluation's ``hf_compiled`` sampler: one policy copy, each checkpoint's adapter written
     into it once (``adapter_dir``), batches planned from ``kv_cache_budget_gib`` when stated
@@ -134,7 +128,6 @@ class CompiledSampler:
         self.copy = PolicyCopy.load(base_model, DTYPES[dtype], device)
         compile_decoding(self.copy.model)
         self.caches = StaticCaches(self.copy.model.config, keep=1)
-        self.loaded: tuple[str | None, int | None] = (None, None)
 
     def batch_for(self, row_tokens: int, requests: int) -> int | None:
         """The planned rows of a call needing ``row_tokens`` positions a row, at the cache length
@@ -157,10 +150,7 @@ class CompiledSampler:
         adapter_dir: str | Path | None = None,
         adapter_version: int | None = None,
     ) -> list[Sample]:
-        wanted = (None if adapter_dir is None else adapter_key(adapter_dir), adapter_version)
-        if wanted != self.loaded:
-            self.copy.refresh([] if adapter_dir is None else folder_deltas(adapter_dir))
-            self.loaded = wanted
+        self.copy.use_folder(adapter_dir, adapter_version)
         widest = max(len(self.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in prompts)
         rows = self.batch_for(widest + settings.max_new_tokens, len(prompts))
         if rows is not None:
@@ -168,7 +158,7 @@ class CompiledSampler:
         samples = sample_responses(
             self.copy.model, self.tokenizer, prompts, settings, seed, make_cache=self.caches
         )
-        return _stamp(samples, seed)
+        return stamped(samples, seed)
 
 
 class CompiledRolloutSampler:
@@ -177,10 +167,10 @@ class CompiledRolloutSampler:
     tensor's version counter moved: DeepSpeed writes its updated weights through ``.data``,
     which bumps no counter, and a refresh is one ``B @ A`` per adapted projection."""
 
-    def __init__(self, tokenizer, *, base_model: str | Path, policy, precision: str, **_) -> None:
+    def __init__(self, tokenizer, policy, options: RolloutOptions) -> None:
         self.tokenizer = tokenizer
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-        self.copy = PolicyCopy.load(base_model, dtype, str(policy.device))
+        dtype = torch.bfloat16 if options.precision == "bf16" else torch.float32
+        self.copy = PolicyCopy.load(options.base_model, dtype, str(policy.device))
         compile_decoding(self.copy.model)
         # A few prompt widths' caches (a micro-batch's are small), so that none is remade.
         self.caches = StaticCaches(self.copy.model.config, keep=4)

@@ -23,9 +23,9 @@ from pathlib import Path
 
 import torch
 
-from dashrepro.sampling.base import Sample, SamplingSettings, adapter_key
+from dashrepro.sampling.base import RolloutOptions, Sample, SamplingSettings
 from dashrepro.sampling.memory_plan import GIB, CacheShape, planned_batch
-from dashrepro.sampling.policy_copy import PolicyCopy, folder_deltas, live_deltas
+from dashrepro.sampling.policy_copy import PolicyCopy, live_deltas
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 #: Positions a cache block holds per layer (transformers' default ``page_size``).
@@ -204,7 +204,6 @@ class ContinuousSampler:
             tokenizer = load_tokenizer(str(base_model))
         self.tokenizer = tokenizer
         self.copy = PolicyCopy.load(base_model, DTYPES[dtype], device)
-        self.loaded: tuple[str | None, int | None] = (None, None)
 
     def sample(
         self,
@@ -214,10 +213,7 @@ class ContinuousSampler:
         adapter_dir: str | Path | None = None,
         adapter_version: int | None = None,
     ) -> list[Sample]:
-        wanted = (None if adapter_dir is None else adapter_key(adapter_dir), adapter_version)
-        if wanted != self.loaded:
-            self.copy.refresh([] if adapter_dir is None else folder_deltas(adapter_dir))
-            self.loaded = wanted
+        self.copy.use_folder(adapter_dir, adapter_version)
         return continuous_responses(
             self.copy.model, self.tokenizer, prompts, settings, seed, num_blocks=self.num_blocks
         )
@@ -228,10 +224,10 @@ class ContinuousRolloutSampler:
     on its device, refreshed from the live adapter before each call (always: see
     ``CompiledRolloutSampler``), every prompt of the call in one loop."""
 
-    def __init__(self, tokenizer, *, base_model: str | Path, policy, precision: str, **_) -> None:
+    def __init__(self, tokenizer, policy, options: RolloutOptions) -> None:
         self.tokenizer = tokenizer
-        dtype = torch.bfloat16 if precision == "bf16" else torch.float32
-        self.copy = PolicyCopy.load(base_model, dtype, str(policy.device))
+        dtype = torch.bfloat16 if options.precision == "bf16" else torch.float32
+        self.copy = PolicyCopy.load(options.base_model, dtype, str(policy.device))
 
     def sample(self, policy, prompts, settings: SamplingSettings, seed: int) -> list[Sample]:
         self.copy.refresh(live_deltas(policy))

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from dashrepro.sampling.base import adapter_key
+
 #: peft's prefix of a wrapped model's module names (``PeftModel.base_model.model``).
 PEFT_PREFIX = "base_model.model."
 
@@ -105,6 +107,7 @@ class PolicyCopy:
         }
         self.base: dict[str, torch.Tensor] = {}  # each adapted weight's base (kept once seen)
         self.adapted: set[str] = set()  # the weights that hold a delta now
+        self.folder: tuple[str | None, int | None] = (None, None)  # the adapter folder held
 
     @classmethod
     def load(cls, base_model_dir: str | Path, dtype: torch.dtype, device: str) -> PolicyCopy:
@@ -113,6 +116,15 @@ class PolicyCopy:
 
         model = AutoModelForCausalLM.from_pretrained(str(base_model_dir), dtype=dtype)
         return cls(model.to(device))
+
+    def use_folder(self, adapter_dir: str | Path | None, adapter_version: int | None) -> None:
+        """Hold the adapter saved in ``adapter_dir`` (``None``: the base model), rewritten only
+        when the (folder, version) differs from the one held: an evaluation's checkpoint is
+        written into the copy once."""
+        wanted = (None if adapter_dir is None else adapter_key(adapter_dir), adapter_version)
+        if wanted != self.folder:
+            self.refresh([] if adapter_dir is None else folder_deltas(adapter_dir))
+            self.folder = wanted
 
     def refresh(self, deltas: list[LoraDelta]) -> None:
         """Each delta's weight set to ``base + delta`` (rounded once to the copy's dtype), and

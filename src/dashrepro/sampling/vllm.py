@@ -19,7 +19,13 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from dashrepro.sampling.base import Sample, SamplingSettings, adapter_key, request_seed
+from dashrepro.sampling.base import (
+    RolloutOptions,
+    Sample,
+    SamplingSettings,
+    adapter_key,
+    request_seed,
+)
 
 
 def sampling_params_kwargs(settings: SamplingSettings, seed: int) -> dict[str, Any]:
@@ -327,28 +333,17 @@ class VLLMRolloutSampler:
     between samplings on a GPU, so that training gets the memory back (level 1 keeps the
     weights in CPU memory)."""
 
-    def __init__(
-        self,
-        tokenizer,
-        *,
-        base_model: str | Path,
-        adapter_dir: str | Path,
-        rank: int,
-        lora_rank: int,
-        max_model_len: int | None,
-        engine_options: Mapping[str, Any],
-        **_: Any,
-    ) -> None:
+    def __init__(self, tokenizer, policy, options: RolloutOptions) -> None:
         self.tokenizer = tokenizer
         self.sleep_mode = sleep_mode_available()
         self.engine = VLLMSampler(
-            str(base_model),
-            max_lora_rank=lora_rank,
+            str(options.base_model),
+            max_lora_rank=options.lora_rank,
             enable_sleep_mode=self.sleep_mode,
-            max_model_len=max_model_len,
-            **dict(engine_options),
+            max_model_len=options.max_model_len,
+            **dict(options.engine_options),
         )
-        self.folder = Path(adapter_dir) / f"rank{rank}"
+        self.folder = Path(options.adapter_dir) / f"rank{options.rank}"
 
     def sample(self, policy, prompts, settings: SamplingSettings, seed: int) -> list[Sample]:
         from dashrepro.adapters import save_adapter

@@ -5,7 +5,7 @@ run.json`` (``accelerate launch`` for several processes). Modules, one idea each
 (the entry); ``recipe`` (setup and the step loop); ``run_spec`` (a run's arguments);
 ``resume`` (the resumable ``TrainingState`` the recipe owns and the ``Checkpointer`` that
 saves, checks and restores it: one subpackage); ``token_traces`` (the traced rollouts, apart
-from learning); ``methods``, ``losses``, ``rollouts``, ``teacher``,
-``batching``, ``model``, ``distributed``, ``metrics``, ``step_tracking``, ``preemption``. The
+from learning); ``rollouts`` (the rollout phase, ``RolloutPhase``, sampling through the
+backend's ``RolloutSampler``); ``methods``, ``losses``, ``teacher``, ``batching``, ``model``, ``distributed``, ``metrics``, ``step_tracking``, ``preemption``. The
 typed train and LoRA settings are ``dashrepro.settings``'.
 """

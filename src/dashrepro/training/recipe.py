@@ -54,7 +54,7 @@ from dashrepro.training.metrics import (
 from dashrepro.training.model import build_optimizer, load_lora_student
 from dashrepro.training.preemption import PREEMPTED_EXIT_CODE, PreemptionGuard
 from dashrepro.training.resume import Checkpointer, TrainingState
-from dashrepro.training.rollouts import RolloutSampler, Share
+from dashrepro.training.rollouts import RolloutPhase, Share
 from dashrepro.training.run_spec import RunSpec, run_fingerprint_config
 from dashrepro.training.step_tracking import StepTracking
 from dashrepro.training.teacher import (
@@ -109,7 +109,7 @@ class DistillationRecipe:
         self.checkpointer.restore(self.state)
         self.tracking = StepTracking(spec.tracked, self.checkpointer.root, self.rank == 0)
         self.tracking.start(self.run_config, self.state.step, self.log)
-        self.rollouts = RolloutSampler(
+        self.rollouts = RolloutPhase(
             self.tokenizer,
             train,
             spec.lora,
@@ -212,21 +212,20 @@ class DistillationRecipe:
         self._record_step(step, tally, lr_used, grad_norm)
 
     def _rollout_phase(self, step: int, tally: StepTally) -> list[Share]:
-        """Every rollout of this process's share of the step, one Share per micro-batch."""
-        shares = []
-        for a in range(self.layout.accum):
-            rows = rollout_rows(len(self.data), self.seed, step, self.layout, a)
-            global_micro = self.layout.global_micro(a)
-            seed = derive_seed(self.seed, step, global_micro, "rollout")
-            share = self.rollouts.share(self.policy, self.data, rows, seed, tally.timings)
-            if self.analyses and share.samples:
-                seed = derive_seed(self.seed, step, global_micro, "analysis")
-                share.analyses = self.rollouts.analyses(
-                    self.policy, share, self.spec.protocol, self.max_positions, seed,
-                    tally.timings,
-                )  # fmt: skip
-            shares.append(share)
-        return shares
+        """Every rollout of this process's share of the step, one Share per micro-batch, in
+        calls of ``train.rollout_call_rows`` rows (absent: one call per micro-batch); each call
+        seeded as its first micro-batch, the analyses likewise."""
+        accum = range(self.layout.accum)
+        rows = [rollout_rows(len(self.data), self.seed, step, self.layout, a) for a in accum]
+        micro = [self.layout.global_micro(a) for a in accum]
+        analyses = None
+        if self.analyses:
+            seeds = [derive_seed(self.seed, step, m, "analysis") for m in micro]
+            analyses = (self.spec.protocol, self.max_positions, seeds)
+        return self.rollouts.step_shares(
+            self.policy, self.data, rows, [derive_seed(self.seed, step, m, "rollout") for m in micro],
+            tally.timings, call_rows=self.spec.train.rollout_call_rows, analyses=analyses,
+        )  # fmt: skip
 
     def _learn_phase(self, step: int, shares: list[Share], tally: StepTally) -> None:
         """Teacher scoring, loss and backward, one micro-batch at a time."""

@@ -95,12 +95,11 @@ def check_hashes(root: str | Path, chain: CellChain, cache: dict | None = None) 
                         Finding("missing_file", item["path"], f"{what} {name!r} of {output}")
                     )
                     continue
-                if item["path"] not in cache:
-                    cache[item["path"]] = sha256_path(path)
-                if cache[item["path"]] != item["sha256"]:
+                now = _hashed(root, item["path"], cache)
+                if now != item["sha256"]:
                     findings.append(Finding(
                         "changed_input", item["path"],
-                        f"sha256 {cache[item['path']][:12]}… now, {item['sha256'][:12]}… when "
+                        f"sha256 {now[:12]}… now, {item['sha256'][:12]}… when "
                         f"{record.get('rule')} made {output} ({what} {name!r})",
                     ))  # fmt: skip
                 elif finished is not None and path.stat().st_mtime > finished + 1.0:
@@ -135,12 +134,11 @@ def _snapshot_files(root: Path, snapshot: str, cache: dict) -> list[Finding]:
         if not path.is_file():
             findings.append(Finding("missing_file", relative, f"listed in {snapshot}"))
             continue
-        if relative not in cache:
-            cache[relative] = sha256_path(path)
-        if cache[relative] != digest:
+        now = _hashed(root, relative, cache)
+        if now != digest:
             findings.append(Finding(
                 "changed_input", relative,
-                f"sha256 {cache[relative][:12]}… now, {str(digest)[:12]}… when downloaded "
+                f"sha256 {now[:12]}… now, {str(digest)[:12]}… when downloaded "
                 f"({snapshot})",
             ))  # fmt: skip
     return findings
@@ -159,15 +157,21 @@ def _changed_outputs(root: Path, record: Mapping, cache: dict, seen: set) -> lis
         path = root / output
         if not written or not path.exists():
             continue
-        if output not in cache:
-            cache[output] = sha256_path(path)
-        if cache[output] != written:
+        now = _hashed(root, output, cache)
+        if now != written:
             findings.append(Finding(
                 "changed_output", output,
-                f"sha256 {cache[output][:12]}… now, {written[:12]}… when {record.get('rule')} "
+                f"sha256 {now[:12]}… now, {written[:12]}… when {record.get('rule')} "
                 "wrote it",
             ))  # fmt: skip
     return findings
+
+
+def _hashed(root: Path, relative: str, cache: dict) -> str:
+    """The sha256 of ``root / relative``, computed once per audit (``cache``)."""
+    if relative not in cache:
+        cache[relative] = sha256_path(root / relative)
+    return cache[relative]
 
 
 def _close(a: float, b: float) -> bool:

@@ -1,15 +1,15 @@
-"""``gpu_proof.py``'s stage ``fast_generation``: the HF sampling paths side by side, section by section.
+"""Stage ``fast_generation``: the HF sampling paths side by side, section by section.
 
 At one shape, on one device, in one process, in order of value (``SECTIONS``); each section is
 guarded (an exception is recorded and the next one runs) and every measurement is appended to
-``<out>/measurements.jsonl`` the moment it is made (``gpu_proof.record``), so that a stage cut
+``<out>/measurements.jsonl`` the moment it is made (``runner.record``), so that a stage cut
 off at its limit keeps what it measured:
 
 1. ``compiled_rollouts``: rollouts as the trainer makes them (the LoRA student, micro-batch
    prompts, the scale's rollout length and settings) through ``hf_compiled``
    (``CompiledRolloutSampler``): the first call (it compiles), then three calls after adapter
    updates written in place (no new graph), a 32-step profiled window at the compiled shape;
-2. ``eager_rollouts``: the same through ``hf`` (``LivePolicySampler``, eager on the PEFT model)
+2. ``eager_rollouts``: the same through ``hf`` (``HFRolloutSampler``, eager on the PEFT model)
    at 128 tokens, warmed up at that shape, with a 32-step profiled window;
 3. ``eager_merged``: eager ``generate`` on the merged plain copy, in bf16 and in fp32, at the
    eager rollouts' shape: with 1 and 2, compile (compiled / merged bf16), merge (merged bf16 /
@@ -36,6 +36,19 @@ import tempfile
 import time
 import traceback
 from dataclasses import replace
+from pathlib import Path
+
+from .. import runner
+from ..common import (
+    base_model_dir,
+    cpu_peak_gib,
+    device_name,
+    peak_gib,
+    reset_peak,
+    train_settings,
+    training_parquet,
+)
+from ..shapes import PROFILE_STEPS, SHAPES
 
 #: A generation shard of the paper overlay: 30 problems x 12 samples, the most one call holds.
 SHARD_REQUESTS = 360
@@ -45,14 +58,12 @@ SHARD_REQUESTS = 360
 LENGTH_MIX = ((0.50, 1 / 32), (0.30, 1 / 8), (0.15, 1 / 2), (0.05, 1.0))
 SECTIONS = ("compiled_rollouts", "eager_rollouts", "eager_merged", "evaluation",
             "continuous_evaluation", "long_context")  # fmt: skip
-#: Decode steps a profiled window holds.
-PROFILE_STEPS = 32
 
 
 class Context:
     """What the sections share: the shape, the policy, the prompts, the measurement log."""
 
-    def __init__(self, args, proof) -> None:
+    def __init__(self, args) -> None:
         import pandas as pd
         import torch
 
@@ -60,10 +71,10 @@ class Context:
         from dashrepro.sampling.base import SamplingSettings
         from dashrepro.training.model import load_lora_student
 
-        self.args, self.proof = args, proof
-        self.spec = proof.SHAPES[args.shape]
-        self.train_cfg, lora, _ = proof.train_settings(args, args.shape, deepspeed=False)
-        self.folder = proof.base_model_dir(args, args.shape)
+        self.args = args
+        self.spec = SHAPES[args.shape]
+        self.train_cfg, lora, _ = train_settings(args, args.shape, deepspeed=False)
+        self.folder = base_model_dir(args, args.shape)
         self.device = "cuda" if torch.cuda.is_available() else "cpu"
         self.tokenizer = load_tokenizer(str(self.folder))
         self.policy = load_lora_student(self.folder, lora, 0, self.train_cfg).to(self.device)
@@ -71,7 +82,7 @@ class Context:
             for name, parameter in self.policy.named_parameters():
                 if "lora_B" in name:
                     parameter.normal_(0.0, 1e-3)
-        self.problems = pd.read_parquet(proof.training_parquet(args))["problem"].tolist()
+        self.problems = pd.read_parquet(training_parquet(args))["problem"].tolist()
         self.prompts = self.problems[: int(self.train_cfg["micro_batch_size"])]
         self.rollout = SamplingSettings(
             temperature=self.train_cfg["temperature"], top_p=self.train_cfg["top_p"],
@@ -83,14 +94,14 @@ class Context:
 
     def record(self, section: str, **values) -> dict:
         """One measurement, appended to the run's JSON lines at once; returned as given."""
-        self.proof.record(self.args.out, "fast_generation", section, values)
+        runner.record(self.args.out, "fast_generation", section, values)
         return values
 
 
-def stage(args, proof) -> dict:
-    """The stage's results (``proof``: the gpu_proof module, for its shapes and helpers)."""
-    context = Context(args, proof)
-    results = {"device": proof.device_name(), "prompts": len(context.prompts),
+def stage(args) -> dict:
+    """The stage's results, section by section, and the ratios between them."""
+    context = Context(args)
+    results = {"device": device_name(), "prompts": len(context.prompts),
                "lora_rank": context.lora_rank, "precision": context.train_cfg["precision"],
                "sections": list(SECTIONS)}  # fmt: skip
     with tempfile.TemporaryDirectory() as checkpoint:
@@ -104,7 +115,7 @@ def stage(args, proof) -> dict:
 
 def guarded(context: Context, name: str, section) -> dict:
     """``section(context)``, or the error it raised (recorded; the next section runs)."""
-    context.proof.reset_peak()
+    reset_peak()
     t0 = time.perf_counter()
     try:
         found = section(context)
@@ -152,10 +163,10 @@ def shape_state(context: Context) -> dict:
 
     from dashrepro.sampling.hf_compiled import compile_counts
 
-    peak = context.proof.peak_gib()
+    peak = peak_gib()
     return {
         "peak_gib": None if peak is None else round(peak, 2),
-        "cpu_peak_gib": context.proof.cpu_peak_gib(),
+        "cpu_peak_gib": cpu_peak_gib(),
         **compile_counts(),
         "graph_breaks": int(sum(counters["graph_break"].values())),
         "cudagraph_skips": int(counters["inductor"]["cudagraph_skips"]),
@@ -195,6 +206,14 @@ def updated_adapter(policy) -> None:
 # ----------------------------------------------------------------------------------------------
 
 
+def rollout_options(context: Context):
+    """The trainer's rollout options at the shape (its folder, its training precision)."""
+    from dashrepro.sampling import RolloutOptions
+
+    return RolloutOptions(base_model=str(context.folder), adapter_dir=Path(context.args.out),
+                          precision=context.train_cfg["precision"], lora_rank=context.lora_rank)  # fmt: skip
+
+
 def compiled_rollouts(context: Context) -> dict:
     """``hf_compiled`` rollouts at the rollout length: compiled once, not again after three
     in-place adapter updates; a profiled window of ``PROFILE_STEPS`` steps at the same cache."""
@@ -202,8 +221,7 @@ def compiled_rollouts(context: Context) -> dict:
     from dashrepro.sampling.hf import sample_responses
 
     c, settings = context, context.rollout
-    sampler = make_rollout_sampler("hf_compiled", c.tokenizer, base_model=c.folder,
-                                   policy=c.policy, precision=c.train_cfg["precision"])  # fmt: skip
+    sampler = make_rollout_sampler("hf_compiled", c.tokenizer, c.policy, rollout_options(c))
     first_s, _ = timed(lambda: sampler.sample(c.policy, c.prompts, settings, 0), c.device)
     after_first = c.record("compiled_rollouts", call="first", seconds=round(first_s, 1),
                            **shape_state(c))  # fmt: skip
@@ -249,8 +267,7 @@ def eager_rollouts(context: Context) -> dict:
     from dashrepro.sampling import make_rollout_sampler
 
     c, settings = context, eager_settings(context)
-    sampler = make_rollout_sampler("hf", c.tokenizer, base_model=c.folder, policy=c.policy,
-                                   precision=c.train_cfg["precision"])  # fmt: skip
+    sampler = make_rollout_sampler("hf", c.tokenizer, c.policy, rollout_options(c))
     timed(lambda: sampler.sample(c.policy, c.prompts, settings, 0), c.device)
     seconds, samples = timed(lambda: sampler.sample(c.policy, c.prompts, settings, 1), c.device)
     found = c.record("eager_rollouts", call="timed", max_new_tokens=settings.max_new_tokens,
