@@ -67,6 +67,19 @@ def job_counts(output: str) -> dict[str, int]:
     return counts
 
 
+def families_dry_run(repo_root, tmp_path, overlay: str, *targets: str):
+    """A dry run of ``targets`` under the task families' overlay and ``overlay`` (a study's
+    command, docs/premise-study.md and docs/factorial-study.md): its output, checked to succeed."""
+    overlays = [str(repo_root / "config/experiments" / name)
+                for name in ("task_families.yaml", overlay)]  # fmt: skip
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"),
+           "--directory", str(tmp_path), "-n", "--rerun-incomplete", *targets,
+           "--configfile", *overlays]  # fmt: skip
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
 def test_the_paper_dry_runs_its_whole_run_matrix(repo_root, tmp_path):
     """Every run, checkpoint, base model and table the paper overlay's config declares is a job
     (counted from the config: test_config checks the paper's 149 runs once)."""
@@ -291,13 +304,8 @@ def test_the_factorial_pilot_plans_opsd_alone_at_three_rates_and_the_registratio
     """The factorial study's pilot command (docs/factorial-study.md), dry: OPSD at each pilot
     rate with four seeds, both checkpoints evaluated, the probe and the base evaluation; no other
     method trained."""
-    overlays = [str(repo_root / "config/experiments" / name)
-                for name in ("task_families.yaml", "factorial_pilot.yaml")]  # fmt: skip
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"),
-           "--directory", str(tmp_path), "-n", "--rerun-incomplete", "evaluate_all_runs", "premise",
-           "results/task_families/eval/base/tiny/accuracy.json", "--configfile", *overlays]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = families_dry_run(repo_root, tmp_path, "factorial_pilot.yaml", "evaluate_all_runs",
+                            "premise", "results/task_families/eval/base/tiny/accuracy.json")  # fmt: skip
     counts = job_counts(done.stdout)
     for rate in ("5e4", "1e3", "2e3"):
         assert counts[f"train_lora_families_lr{rate}"] == 4
@@ -316,13 +324,7 @@ def test_the_study_overlay_trains_the_registered_methods_and_seeds(repo_root, tm
     registration = json.loads((repo_root / "docs/premise-pilot.json").read_text())
     overlay = yaml.safe_load((repo_root / "config/experiments/premise_study.yaml").read_text())
     assert overlay["seeds"] == registration["study_seeds"]
-    overlays = [str(repo_root / "config/experiments" / name)
-                for name in ("task_families.yaml", "premise_study.yaml")]  # fmt: skip
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"),
-           "--directory", str(tmp_path), "-n", "--rerun-incomplete", "all_tables",
-           "--configfile", *overlays]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = families_dry_run(repo_root, tmp_path, "premise_study.yaml", "all_tables")
     seeds, methods = len(overlay["seeds"]), overlay["tables"]["main_results"]["methods"]
     counts = job_counts(done.stdout)
     assert counts["train_lora_tiny"] == seeds * len(methods) == 3 * seeds
@@ -342,13 +344,7 @@ def test_the_factorial_study_overlay_trains_every_registered_arm_and_seed(repo_r
     assert overlay["seeds"] == registration["study_seeds"]
     arms = list(dict.fromkeys(registration["arms"].values()))
     assert overlay["tables"]["main_results"]["methods"] == arms
-    overlays = [str(repo_root / "config/experiments" / name)
-                for name in ("task_families.yaml", "factorial_study.yaml")]  # fmt: skip
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(repo_root / "Snakefile"),
-           "--directory", str(tmp_path), "-n", "--rerun-incomplete", "evaluate_all_runs",
-           "--configfile", *overlays]  # fmt: skip
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
+    done = families_dry_run(repo_root, tmp_path, "factorial_study.yaml", "evaluate_all_runs")
     counts = job_counts(done.stdout)
     runs = len(arms) * len(overlay["seeds"])
     assert counts["train_lora_factorial"] == runs
