@@ -33,3 +33,11 @@ def test_a_missing_file_is_named(run):
     (run / Results("tiny").statistics("base_lift.csv")).unlink()
     with pytest.raises(FileNotFoundError, match="base_lift.csv: the run has no lifts file"):
         rf.read_run("tiny", run)
+
+
+def test_a_statistics_file_without_main_table_rows_is_named(run):
+    """A header alone (an interrupted or filtered run): a clear error, not an IndexError."""
+    cells = run / Results("tiny").statistics("cell_statistics.csv")
+    cells.write_text(cells.read_text().splitlines()[0] + "\n")
+    with pytest.raises(ValueError, match="cell_statistics.csv: no row of the main table"):
+        rf.read_run("tiny", run)

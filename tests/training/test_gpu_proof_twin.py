@@ -40,6 +40,9 @@ def check_fast_generation(fast: dict) -> None:
     assert compiled["profile"]["compiled_graphs"] == graphs["after_first_call"]
     assert compiled["profile"]["profiled_steps"] == 32
     assert [u["tokens"] for u in compiled["after_updates"]] == [4 * 16] * 3
+    # The synchronous stop check beside the backend's (deferred on a GPU; on a CPU the same).
+    assert compiled["synchronous_stop_check"]["tokens"] == 4 * 16
+    assert not compiled["stop_check_deferred"]
     # Eager on the PEFT model, and on the merged copy in bf16 and fp32: the ratios' parts.
     assert fast["eager_rollouts"]["tokens"] == 4 * 16
     assert fast["eager_merged"]["bf16"]["tokens"] == fast["eager_merged"]["fp32"]["tokens"] == 64
@@ -61,7 +64,9 @@ def test_gpu_proof_runs_every_stage_at_the_small_shape(tmp_path):
     blocker = tmp_path / "no_snakemake"
     blocker.mkdir()
     (blocker / "snakemake.py").write_text("raise ImportError('no Snakemake here')\n")
-    env = {**os.environ, "PYTHONPATH": str(blocker)}
+    # One thread a stage: on 2 cores shared with the vLLM cases and with the lanes beside each
+    # other, two threads a process wait on each other at every operation of the tiny shape.
+    env = {**os.environ, "PYTHONPATH": str(blocker), "OMP_NUM_THREADS": "1"}
     out = tmp_path / "out"
     # As a lease runs it: the profile alone, then three lanes side by side. The limits are a
     # GPU's; on 2 cores shared with the vLLM cases (run beside the suite) four lanes need more.

@@ -8,7 +8,8 @@ off at its limit keeps what it measured:
 1. ``compiled_rollouts``: rollouts as the trainer makes them (the LoRA student, micro-batch
    prompts, the scale's rollout length and settings) through ``hf_compiled``
    (``CompiledRolloutSampler``): the first call (it compiles), then three calls after adapter
-   updates written in place (no new graph), a 32-step profiled window at the compiled shape;
+   updates written in place (no new graph), one with transformers' synchronous stop check (the
+   backend defers it on a GPU), a 32-step profiled window at the compiled shape;
 2. ``eager_rollouts``: the same through ``hf`` (``HFRolloutSampler``, eager on the PEFT model)
    at 128 tokens, warmed up at that shape, with a 32-step profiled window;
 3. ``eager_merged``: eager ``generate`` on the merged plain copy, in bf16 and in fp32, at the
@@ -233,6 +234,11 @@ def compiled_rollouts(context: Context) -> dict:
         )
         updates.append(c.record("compiled_rollouts", call=f"after_update_{update + 1}",
                                 **speed(seconds, samples), **shape_state(c)))  # fmt: skip
+    # The backend defers generate's stop check on a GPU (sampling.stop_check): the same call
+    # with transformers' synchronous check gives that its own ratio.
+    seconds, samples = timed(lambda: sampler.sampled(c.prompts, settings, 4, defer=False), c.device)
+    synchronous = c.record("compiled_rollouts", call="synchronous_stop_check",
+                           **speed(seconds, samples), **shape_state(c))  # fmt: skip
     # The window: the same cache (the rollout length's), PROFILE_STEPS new tokens.
     widest = max(len(c.tokenizer(p, add_special_tokens=False)["input_ids"]) for p in c.prompts)
     full = widest + settings.max_new_tokens
@@ -249,6 +255,8 @@ def compiled_rollouts(context: Context) -> dict:
         "first_call_seconds": after_first["seconds"],
         "after_updates": updates,
         "tokens_per_second": updates[-1]["tokens_per_second"],
+        "stop_check_deferred": c.device == "cuda",  # no events on a CPU: synchronous there
+        "synchronous_stop_check": synchronous,
         "profile": profiled,
         "compiled_graphs": {"after_first_call": after_first["compiled_graphs"],
                             "after_updates": updates[-1]["compiled_graphs"]},
@@ -490,6 +498,8 @@ def ratios(results: dict) -> dict:
     pairs = {
         "compile": (("compiled_rollouts", "tokens_per_second"), ("eager_merged", "bf16",
                                                                   "tokens_per_second")),
+        "deferred_stop_check": (("compiled_rollouts", "tokens_per_second"),
+                                ("compiled_rollouts", "synchronous_stop_check", "tokens_per_second")),
         "merge": (("eager_merged", "bf16", "tokens_per_second"),
                   ("eager_rollouts", "tokens_per_second")),
         "dtype": (("eager_merged", "bf16", "tokens_per_second"),

@@ -140,6 +140,8 @@ def read_run(experiment: str, directory: Path = Path(".")) -> RunFacts:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: the run has no {name} file (run `all` first)")
     cells = _rows(files["cells"])
+    if not cells:  # a header alone, or no row of the main table: nothing to write a page from
+        raise ValueError(f"{files['cells']}: no row of the main table (table = main_results)")
     files["base"] = directory / results.base_eval_file(layout.BASE_ACCURACY, cells[0]["scale"])
     if not files["base"].is_file():
         raise FileNotFoundError(f"{files['base']}: the run has no base model evaluation")

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,7 @@ from dashrepro.sampling.base import (
     stamped,
 )
 from dashrepro.sampling.kv_cache import preallocated_cache
+from dashrepro.sampling.stop_check import deferred_stop_check
 
 
 def left_pad(sequences: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -48,11 +50,13 @@ def sample_responses(
     settings: SamplingSettings,
     seed: int,
     make_cache: Callable[[int, int], object] | None = None,
+    defer_stop_check: bool = False,
 ) -> list[Sample]:
     """One sampled response per prompt (repeat a prompt to get several), in prompt order.
 
     ``make_cache(rows, positions)``: the key/value cache of one ``generate`` call (None: a
-    preallocated one, made for the call)."""
+    preallocated one, made for the call). ``defer_stop_check``: on a GPU, no host wait for the
+    stop flag at every step (``sampling.stop_check``)."""
     eos_id = tokenizer.eos_token_id
     pad_id = tokenizer.pad_token_id
     encoded = [tokenizer(p, add_special_tokens=False)["input_ids"] for p in prompts]
@@ -65,22 +69,23 @@ def sample_responses(
         for start in range(0, len(encoded), settings.batch_size):
             chunk = encoded[start : start + settings.batch_size]
             ids, mask = left_pad(chunk, pad_id)
-            out = model.generate(
-                # On the model's device: a policy on a GPU (the trainer's, or load_policy's)
-                # takes no CPU tensors.
-                input_ids=ids.to(model.device),
-                attention_mask=mask.to(model.device),
-                do_sample=True,
-                temperature=settings.temperature,
-                top_p=settings.top_p,
-                top_k=settings.top_k if settings.top_k else 0,
-                max_new_tokens=settings.max_new_tokens,
-                eos_token_id=eos_id,
-                pad_token_id=pad_id,
-                past_key_values=(make_cache or _call_cache)(
-                    len(chunk), ids.shape[1] + settings.max_new_tokens
-                ),
-            )
+            with deferred_stop_check() if defer_stop_check else nullcontext():
+                out = model.generate(
+                    # On the model's device: a policy on a GPU (the trainer's, or load_policy's)
+                    # takes no CPU tensors.
+                    input_ids=ids.to(model.device),
+                    attention_mask=mask.to(model.device),
+                    do_sample=True,
+                    temperature=settings.temperature,
+                    top_p=settings.top_p,
+                    top_k=settings.top_k if settings.top_k else 0,
+                    max_new_tokens=settings.max_new_tokens,
+                    eos_token_id=eos_id,
+                    pad_token_id=pad_id,
+                    past_key_values=(make_cache or _call_cache)(
+                        len(chunk), ids.shape[1] + settings.max_new_tokens
+                    ),
+                )
             generated = out[:, ids.shape[1] :].tolist()
             for offset, row in enumerate(generated):
                 if eos_id in row:

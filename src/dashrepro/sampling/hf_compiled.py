@@ -30,6 +30,7 @@ from dashrepro.sampling.base import RolloutOptions, Sample, SamplingSettings, st
 from dashrepro.sampling.hf import sample_responses
 from dashrepro.sampling.memory_plan import CacheShape, planned_batch
 from dashrepro.sampling.policy_copy import PolicyCopy, live_deltas
+from dashrepro.sampling.stop_check import RESET_BEFORE_REUSE
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 #: Cache lengths are rounded up to a multiple of this, so prompts of near widths share a graph.
@@ -56,7 +57,8 @@ def bucketed(positions: int) -> int:
 class StaticCaches:
     """A ``StaticCache`` per (rows, positions) shape, reset and reused: its tensors keep their
     addresses, so the compiled step is neither recompiled nor re-recorded. At most ``keep`` are
-    held (the oldest dropped first): evaluation keeps one, whose size the budget plans.
+    held (the oldest dropped first): evaluation keeps one, whose size the budget plans. Each is
+    marked ``RESET_BEFORE_REUSE``: on a GPU the stop check is deferred (``sampling.stop_check``).
 
     Not transformers' ``cache_implementation="static"``: in transformers 5.23 that makes a new
     ``StaticCache`` at every ``generate`` call (``_prepare_static_cache``), keeping only the
@@ -77,6 +79,7 @@ class StaticCaches:
             while len(self.caches) >= self.keep:
                 self.caches.pop(next(iter(self.caches)))
             cache = StaticCache(config=self.config, max_cache_len=key[1])
+            setattr(cache, RESET_BEFORE_REUSE, True)  # reset below before each reuse
         else:
             cache.reset()
         self.caches[key] = cache  # the newest last
@@ -155,9 +158,8 @@ class CompiledSampler:
         rows = self.batch_for(widest + settings.max_new_tokens, len(prompts))
         if rows is not None:
             settings = dataclasses.replace(settings, batch_size=rows)
-        samples = sample_responses(
-            self.copy.model, self.tokenizer, prompts, settings, seed, make_cache=self.caches
-        )
+        samples = sample_responses(self.copy.model, self.tokenizer, prompts, settings, seed,
+                                   make_cache=self.caches, defer_stop_check=True)  # fmt: skip
         return stamped(samples, seed)
 
 
@@ -177,10 +179,13 @@ class CompiledRolloutSampler:
 
     def sample(self, policy, prompts, settings: SamplingSettings, seed: int) -> list[Sample]:
         self.copy.refresh(live_deltas(policy))
-        model = self.copy.model
-        return sample_responses(model, self.tokenizer, prompts, settings, seed, self.caches)
+        return self.sampled(prompts, settings, seed)
 
     def sample_base(self, policy, prompts, settings: SamplingSettings, seed: int) -> list[Sample]:
         self.copy.refresh([])
-        model = self.copy.model
-        return sample_responses(model, self.tokenizer, prompts, settings, seed, self.caches)
+        return self.sampled(prompts, settings, seed)
+
+    def sampled(self, prompts, settings: SamplingSettings, seed: int, defer: bool = True):
+        """The copy's samples as it stands (``defer``: the stop check deferred on a GPU)."""
+        return sample_responses(self.copy.model, self.tokenizer, prompts, settings, seed,
+                                make_cache=self.caches, defer_stop_check=defer)  # fmt: skip

@@ -2,7 +2,8 @@
 
 One rollout per problem from the problem alone, with the run's sampling settings and a seed
 derived from (run seed, step, global micro-batch), so a rollout does not depend on how the
-micro-batches are spread over processes. ``train.rollout_backend``: ``hf`` samples the live
+micro-batches are spread over processes (unless ``train.rollout_call_rows`` groups them: a call
+takes its first micro-batch's seed). ``train.rollout_backend``: ``hf`` samples the live
 PEFT model; ``hf_compiled`` a plain copy refreshed from it after each optimizer step; ``vllm`` a
 colocated engine, the current adapter synced into it before each micro-batch. A prompt with no room for one response token
 is never truncated: its micro-batch is skipped. Rewards: the exact-match grade of the final
